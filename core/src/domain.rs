@@ -1,0 +1,196 @@
+//! The fork domain: the process-wide fork epoch and the registry of live
+//! engines, whose fork steps the `pthread_atfork` handlers call. Production
+//! has one, in a const-initialised static of the engine crate (so no `Once`
+//! can be half-done at fork); each model run builds its own.
+
+use crate::current;
+use crate::gate::ForkGate;
+use crate::sync::{spin_step, AtomicBool, AtomicU64, Mutex, Ordering};
+
+/// One engine as the domain sees it.
+pub(crate) trait ForkMember: Send + Sync {
+    fn id(&self) -> u64;
+    fn prepare(&self);
+    fn parent(&self);
+}
+
+/// The process-wide fork state. Guards I5 and I6: [`ForkDomain::prepare`]
+/// closes every engine's fork gate so the OS copies a consistent state;
+/// [`ForkDomain::child`] does one atomic add, and each engine settles at
+/// its first call in the child.
+///
+/// ```
+/// use forksafe_core::ForkDomain;
+/// let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+/// assert_eq!(domain.epoch(), 0);
+/// domain.prepare();
+/// domain.child(); // as the atfork child handler would
+/// assert_eq!(domain.epoch(), 1);
+/// ```
+pub struct ForkDomain {
+    epoch: AtomicU64,
+    next_engine: AtomicU64,
+    /// Closed from prepare to parent/child: registry changes wait (the
+    /// forking thread gets `ForkInProgress`).
+    gate: ForkGate,
+    members: Mutex<Vec<Box<dyn ForkMember>>>,
+    settled: AtomicU64,
+    settling: AtomicBool,
+}
+
+impl std::fmt::Debug for ForkDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForkDomain")
+            .field("epoch", &self.epoch())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ForkDomain {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ForkDomain {
+    crate::sync::const_in_production! {
+        /// An empty domain at epoch 0.
+        pub fn new() -> Self {
+            ForkDomain {
+                epoch: AtomicU64::new(0),
+                next_engine: AtomicU64::new(1),
+                gate: ForkGate::new(),
+                members: Mutex::new(Vec::new()),
+                settled: AtomicU64::new(0),
+                settling: AtomicBool::new(false),
+            }
+        }
+    }
+
+    /// The fork epoch: how many times this process (or its ancestors since
+    /// the domain was made) forked into a child.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn key(&self) -> usize {
+        self as *const ForkDomain as usize
+    }
+
+    pub(crate) fn next_engine_id(&self) -> u64 {
+        self.next_engine.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether the calling thread is the one forking, between prepare and
+    /// parent/child.
+    pub(crate) fn forking_here(&self) -> bool {
+        current::is_forking(self.key(), self.epoch())
+    }
+
+    /// The fork **prepare** step, for the atfork prepare handler. Does no
+    /// draining (DESIGN.md): closes the registry's and every engine's fork
+    /// gate, waiting only for bookkeeping sections already open, and records
+    /// what is pending. Bounded by the longest section; never waits for an
+    /// op or for the host lock.
+    pub fn prepare(&self) {
+        // The registry settles first if this process is a child that has not
+        // touched it yet, so a grandchild inherits a consistent registry.
+        self.settle_if_child();
+        current::set_forking(self.key(), self.epoch());
+        self.gate.close();
+        let members = self.members.lock();
+        for m in members.iter() {
+            m.prepare();
+        }
+    }
+
+    /// The fork **parent** step, for the atfork parent handler: every engine
+    /// goes back to exactly its pre-fork state (I6).
+    pub fn parent(&self) {
+        {
+            let members = self.members.lock();
+            for m in members.iter() {
+                m.parent();
+            }
+        }
+        self.gate.open();
+        current::clear_forking();
+    }
+
+    /// The fork **child** step, for the atfork child handler. Constant time
+    /// and async-signal-safe: one atomic add, nothing else (I5). Every gate
+    /// stays closed; each engine settles at its first call in the child.
+    ///
+    /// Calls made: `AtomicU64::fetch_add` (a single lock-free instruction).
+    pub fn child(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// In a child whose registry has not settled: reopens the registry gate
+    /// (only this thread and threads spawned in the child exist; none holds
+    /// the registry lock).
+    fn settle_if_child(&self) {
+        let mut round = 0;
+        loop {
+            let epoch = self.epoch();
+            if self.settled.load(Ordering::Acquire) == epoch {
+                return;
+            }
+            if self
+                .settling
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                if self.settled.load(Ordering::Acquire) != epoch {
+                    self.gate.open();
+                    self.settled.store(epoch, Ordering::Release);
+                }
+                self.settling.store(false, Ordering::Release);
+                return;
+            }
+            spin_step(round);
+            round = round.saturating_add(1);
+        }
+    }
+
+    /// Runs `f` on the registry inside a registry section.
+    fn with_members<R>(
+        &self,
+        f: impl FnOnce(&mut Vec<Box<dyn ForkMember>>) -> R,
+    ) -> crate::Result<R> {
+        let mut round = 0;
+        loop {
+            self.settle_if_child();
+            if let Some(_section) = self.gate.try_enter() {
+                let mut members = self.members.lock();
+                return Ok(f(&mut members));
+            }
+            if self.forking_here() {
+                return Err(crate::Error::ForkInProgress);
+            }
+            spin_step(round);
+            round = round.saturating_add(1);
+        }
+    }
+
+    pub(crate) fn register(&self, member: Box<dyn ForkMember>) -> crate::Result<()> {
+        self.with_members(|m| m.push(member))
+    }
+
+    pub(crate) fn unregister(&self, engine: u64) -> crate::Result<()> {
+        let removed = self.with_members(|m| {
+            m.iter()
+                .position(|x| x.id() == engine)
+                .map(|i| m.swap_remove(i))
+        })?;
+        // The member holds an engine reference: drop it outside the registry
+        // lock (dropping an engine's last reference may drop payloads).
+        drop(removed);
+        Ok(())
+    }
+
+    /// The number of live engines registered.
+    pub fn engines(&self) -> usize {
+        self.with_members(|m| m.len()).unwrap_or(0)
+    }
+}

@@ -1,0 +1,153 @@
+//! Completion: the one place an op becomes done (I2), poisons what it writes
+//! (I7), hands its vars to the next ops in push order (I1), and wakes the
+//! waiters that may now return. No wake-up is lost: each waiter registers
+//! before it checks, and each completer changes state before it wakes.
+
+use super::worker::Spawns;
+use super::Shared;
+use crate::error::{Error, OpError, Result};
+use crate::op::{Action, Lane, OpCell, Payload, QUEUED, RUNNING};
+use crate::sync::{Arc, Ordering, Thread};
+
+/// How an op ended.
+pub(crate) enum Outcome {
+    /// It succeeded.
+    Ok,
+    /// It raised this error first (recorded for `wait_all`).
+    Raised(OpError),
+    /// It was skipped, passing on the error a var it touches was poisoned
+    /// with.
+    Passed(OpError),
+    /// An async body returned; its token completes it.
+    Pending,
+}
+
+/// Which ops a completion may finish.
+#[derive(PartialEq, Eq)]
+pub(crate) enum Finish {
+    /// Any op not yet done (bodies, tokens).
+    Any,
+    /// Only an op not yet dispatched (cancellation).
+    OnlyQueued,
+}
+
+impl<P: Payload> Shared<P> {
+    /// Completes `op` from its token: a typed error if it is done already or
+    /// belongs to an earlier fork epoch.
+    pub(crate) fn complete_from_token(
+        this: &Arc<Self>,
+        op: &Arc<OpCell<P>>,
+        outcome: std::result::Result<(), OpError>,
+    ) -> Result<()> {
+        let outcome = match outcome {
+            Ok(()) => Outcome::Ok,
+            Err(e) => Outcome::Raised(e),
+        };
+        Shared::finish(this, op, outcome, None).map(|_| ())
+    }
+
+    /// Completes `op` with `outcome`. `worker` is the lane of the calling
+    /// worker, which may take one newly ready op to run inline (returned).
+    pub(crate) fn finish(
+        this: &Arc<Self>,
+        op: &Arc<OpCell<P>>,
+        outcome: Outcome,
+        worker: Option<Lane>,
+    ) -> Result<Option<Arc<OpCell<P>>>> {
+        Shared::finish_as(this, op, outcome, worker, Finish::Any).map(|(inline, _)| inline)
+    }
+
+    /// [`Shared::finish`], restricted by `which`; also returns whether this
+    /// call completed the op.
+    pub(crate) fn finish_as(
+        this: &Arc<Self>,
+        op: &Arc<OpCell<P>>,
+        outcome: Outcome,
+        worker: Option<Lane>,
+        which: Finish,
+    ) -> Result<(Option<Arc<OpCell<P>>>, bool)> {
+        let mut spawns = Spawns::new();
+        let mut wake: Vec<Thread> = Vec::new();
+        let inline = {
+            let _section = this.enter()?;
+            if op.epoch.load(Ordering::Acquire) != this.epoch.load(Ordering::Acquire) {
+                return Err(Error::StaleEpoch);
+            }
+            let before = match which {
+                Finish::Any => op.try_finish(),
+                Finish::OnlyQueued => op.try_cancel().then_some(QUEUED),
+            };
+            let Some(before) = before else {
+                return match which {
+                    Finish::Any => Err(Error::AlreadyCompleted),
+                    Finish::OnlyQueued => Ok((None, false)),
+                };
+            };
+            let (error, raised) = match outcome {
+                Outcome::Ok | Outcome::Pending => (None, false),
+                Outcome::Raised(e) => (Some(e), true),
+                Outcome::Passed(e) => (Some(e), false),
+            };
+            let mut ready = Vec::new();
+            this.release_vars(op, error.as_ref(), &mut ready, &mut wake);
+            if let (Some(e), true) = (&error, raised) {
+                this.ctl.lock().errors.push(e.clone());
+            }
+            if before == RUNNING {
+                let mut ls = this.lane(op.info.lane).lock();
+                ls.running -= 1;
+                wake.append(&mut ls.drain_waiters);
+            }
+            this.forget_live(op.info.id, &mut wake);
+            this.release_reservation();
+            this.dispatch(ready, worker, &mut spawns)
+        };
+        for t in wake {
+            t.unpark();
+        }
+        Shared::spawn_workers(this, spawns);
+        Ok((inline, true))
+    }
+
+    /// Applies a completed op to its vars: version and poison of the vars it
+    /// writes, then the next grants in push order; inside a section.
+    pub(crate) fn release_vars(
+        &self,
+        op: &Arc<OpCell<P>>,
+        error: Option<&OpError>,
+        ready: &mut Vec<Arc<OpCell<P>>>,
+        wake: &mut Vec<Thread>,
+    ) {
+        for (var, write) in op.vars() {
+            let mut v = var.state.inner.lock();
+            if write {
+                match (op.action, error) {
+                    (Action::ClearPoison, _) => v.poison = None,
+                    (Action::Delete, _) => v.freed = true,
+                    (_, Some(e)) if v.poison.is_none() => v.poison = Some(e.clone()),
+                    _ => {}
+                }
+                v.version += 1;
+                wake.append(&mut v.waiters);
+            }
+            v.remove(op, ready);
+        }
+    }
+
+    /// Takes a completed op out of the live index and wakes `wait_all`
+    /// callers that may now return; inside a section.
+    pub(crate) fn forget_live(&self, id: u64, wake: &mut Vec<Thread>) {
+        let mut shard = self.live_shard(id).lock();
+        shard.remove(&id);
+        // Read under the shard lock: a waiter registers before it scans the
+        // shards, so either it sees this removal or this load sees it.
+        if self.all_waiting.load(Ordering::SeqCst) > 0 {
+            let lowest = shard.keys().next().copied();
+            for w in self.all_waiters.lock().iter() {
+                if lowest.is_none_or(|l| l >= w.limit) {
+                    wake.push(w.thread.clone());
+                }
+            }
+        }
+    }
+}

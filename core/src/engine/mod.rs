@@ -1,0 +1,411 @@
+//! The engine: shared state, construction, and the fork-gate sections that
+//! every bookkeeping change runs in. Each concern has its own file: `push`,
+//! `worker` (dispatch and execution), `complete`, `wait`, `quiesce`, `fork`
+//! (prepare, parent and the child's settling), `shutdown`.
+
+mod complete;
+mod fork;
+mod push;
+mod quiesce;
+mod shutdown;
+mod wait;
+mod worker;
+
+pub use fork::ForkReport;
+pub use quiesce::QuiesceGuard;
+pub use shutdown::ShutdownReport;
+
+use crate::domain::{ForkDomain, ForkMember};
+use crate::error::{Error, OpError, Result};
+use crate::gate::{ForkGate, Section};
+use crate::host::{HostBridge, NoHost};
+use crate::lifecycle::State;
+use crate::op::{Lane, OpCell, Payload};
+use crate::ready::LaneState;
+use crate::sync::{
+    spin_step, Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Mutex, Ordering, Thread, MODEL_BUILD,
+};
+use crate::var::{Var, VarInner, VarState};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Shards of the live-op index: ops spread by id, so completions on
+/// different workers rarely share a lock.
+const LIVE_SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
+
+/// Engine sizing and limits. [`Config::validate`] checks the ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Worker threads of the compute lane (1..=1024).
+    pub compute_workers: usize,
+    /// Worker threads of the host lane (1..=1024).
+    pub host_workers: usize,
+    /// Bound on pending ops; `None` is unbounded (the default). `Some(0)` is
+    /// invalid.
+    pub max_pending: Option<usize>,
+    /// Prefix of worker thread names.
+    pub thread_name: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            compute_workers: 2,
+            host_workers: 1,
+            max_pending: None,
+            thread_name: "forksafe".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every value's range.
+    ///
+    /// ```
+    /// use forksafe_core::{Config, Error};
+    /// let bad = Config { compute_workers: 0, ..Config::default() };
+    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1024).contains(&self.compute_workers) {
+            return Err(Error::InvalidConfig("compute_workers must be in 1..=1024"));
+        }
+        if !(1..=1024).contains(&self.host_workers) {
+            return Err(Error::InvalidConfig("host_workers must be in 1..=1024"));
+        }
+        if self.max_pending == Some(0) {
+            return Err(Error::InvalidConfig("max_pending must be positive"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn workers(&self, lane: Lane) -> usize {
+        match lane {
+            Lane::Compute => self.compute_workers,
+            Lane::Host => self.host_workers,
+        }
+    }
+}
+
+/// Engine-wide control state, touched off the hot path only.
+pub(crate) struct Control {
+    pub(crate) state: State,
+    pub(crate) quiesces: usize,
+    /// Errors first raised since the previous `wait_all` (I7).
+    pub(crate) errors: Vec<OpError>,
+    pub(crate) report: Option<ForkReport>,
+    /// Threads blocked in a bounded push.
+    pub(crate) push_waiters: Vec<Thread>,
+}
+
+/// A thread waiting for every op below `limit` to complete.
+pub(crate) struct AllWaiter {
+    pub(crate) limit: u64,
+    pub(crate) thread: Thread,
+}
+
+/// The live ops of one shard, by id.
+pub(crate) type LiveShard<P> = BTreeMap<u64, Arc<OpCell<P>>>;
+
+/// What workers, tokens and the domain share.
+pub(crate) struct Shared<P: Payload> {
+    pub(crate) id: u64,
+    pub(crate) domain: &'static ForkDomain,
+    pub(crate) gate: ForkGate,
+    pub(crate) clock: Clock,
+    pub(crate) bridge: Box<dyn HostBridge>,
+    pub(crate) config: Config,
+    pub(crate) lanes: [Mutex<LaneState<P>>; 2],
+    pub(crate) ctl: Mutex<Control>,
+    /// Mirror of `ctl.state` for the hot path.
+    pub(crate) state: AtomicUsize,
+    /// Every accepted, not yet completed op (I2, I5).
+    pub(crate) live: Vec<Mutex<LiveShard<P>>>,
+    pub(crate) all_waiters: Mutex<Vec<AllWaiter>>,
+    pub(crate) all_waiting: AtomicUsize,
+    pub(crate) next_op: AtomicU64,
+    pub(crate) next_var: AtomicU64,
+    /// Pending ops, counted only when `config.max_pending` is set.
+    pub(crate) pending: AtomicUsize,
+    /// The domain epoch this engine's state belongs to.
+    pub(crate) epoch: AtomicU64,
+    pub(crate) settling: AtomicBool,
+    /// Set by prepare: 1 + the id of the op the forking thread is running.
+    pub(crate) carried: AtomicU64,
+    /// Model builds: threads in a timed wait, woken when the model fires a
+    /// deadline.
+    pub(crate) timed: Mutex<Vec<Thread>>,
+}
+
+/// A dependency engine over payload `P` (DESIGN.md). Dropping it shuts it
+/// down with a one-second deadline and leaves the fork domain.
+///
+/// ```
+/// use forksafe_core::{CompletionToken, Engine, ForkDomain, OpSpec, Payload};
+/// struct Nop;
+/// impl Payload for Nop {
+///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), String> { Ok(()) }
+/// }
+/// let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+/// let engine = Engine::<Nop>::new(domain, Default::default()).unwrap();
+/// let v = engine.new_var().unwrap();
+/// engine.push(OpSpec::new(Nop).writes(&[v.clone()])).unwrap();
+/// engine.wait_for_var(&v).unwrap();
+/// assert_eq!(engine.var_version(&v).unwrap(), 1);
+/// ```
+pub struct Engine<P: Payload> {
+    pub(crate) shared: Arc<Shared<P>>,
+}
+
+impl<P: Payload> std::fmt::Debug for Engine<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("id", &self.shared.id)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Member<P: Payload>(Arc<Shared<P>>);
+
+impl<P: Payload> ForkMember for Member<P> {
+    fn id(&self) -> u64 {
+        self.0.id
+    }
+    fn prepare(&self) {
+        self.0.prepare();
+    }
+    fn parent(&self) {
+        self.0.parent();
+    }
+}
+
+impl<P: Payload> Engine<P> {
+    /// An engine with no host runtime ([`NoHost`]).
+    pub fn new(domain: &'static ForkDomain, config: Config) -> Result<Self> {
+        Self::with_bridge(domain, config, Box::new(NoHost))
+    }
+
+    /// An engine whose host lane calls host code through `bridge`.
+    pub fn with_bridge(
+        domain: &'static ForkDomain,
+        config: Config,
+        bridge: Box<dyn HostBridge>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let shared = Arc::new(Shared {
+            id: domain.next_engine_id(),
+            domain,
+            gate: ForkGate::new(),
+            clock: Clock::new(),
+            bridge,
+            config,
+            lanes: [Mutex::new(LaneState::new()), Mutex::new(LaneState::new())],
+            ctl: Mutex::new(Control {
+                state: State::Running,
+                quiesces: 0,
+                errors: Vec::new(),
+                report: None,
+                push_waiters: Vec::new(),
+            }),
+            state: AtomicUsize::new(State::Running.code()),
+            live: (0..LIVE_SHARDS)
+                .map(|_| Mutex::new(BTreeMap::new()))
+                .collect(),
+            all_waiters: Mutex::new(Vec::new()),
+            all_waiting: AtomicUsize::new(0),
+            next_op: AtomicU64::new(1),
+            next_var: AtomicU64::new(1),
+            pending: AtomicUsize::new(0),
+            epoch: AtomicU64::new(domain.epoch()),
+            settling: AtomicBool::new(false),
+            carried: AtomicU64::new(0),
+            timed: Mutex::new(Vec::new()),
+        });
+        domain.register(Box::new(Member(shared.clone())))?;
+        Ok(Engine { shared })
+    }
+
+    /// The engine's id, unique within its fork domain.
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The lifecycle state.
+    pub fn state(&self) -> State {
+        State::from_code(self.shared.state.load(Ordering::Acquire))
+    }
+
+    /// A new var of this engine.
+    pub fn new_var(&self) -> Result<Var<P>> {
+        let _section = self.shared.enter()?;
+        let id = self.shared.next_var.fetch_add(1, Ordering::Relaxed);
+        Ok(Var {
+            engine: self.shared.key(),
+            state: Arc::new(VarState {
+                id,
+                inner: Mutex::new(VarInner::new()),
+            }),
+        })
+    }
+
+    /// The var's version: how many writes of it have completed.
+    pub fn var_version(&self, var: &Var<P>) -> Result<u64> {
+        self.shared.check_var(var)?;
+        let _section = self.shared.enter()?;
+        let inner = var.state.inner.lock();
+        Ok(inner.version)
+    }
+
+    /// The error the var is poisoned with, if any (I7).
+    pub fn var_poison(&self, var: &Var<P>) -> Result<Option<OpError>> {
+        self.shared.check_var(var)?;
+        let _section = self.shared.enter()?;
+        let inner = var.state.inner.lock();
+        Ok(inner.poison.clone())
+    }
+
+    /// How many ops are accepted and not yet complete.
+    pub fn pending(&self) -> Result<usize> {
+        let _section = self.shared.enter()?;
+        Ok(self.shared.live.iter().map(|s| s.lock().len()).sum())
+    }
+
+    /// The report of the last fork child settling, in a child process.
+    pub fn fork_report(&self) -> Result<Option<ForkReport>> {
+        let _section = self.shared.enter()?;
+        let report = self.shared.ctl.lock().report.clone();
+        Ok(report)
+    }
+
+    /// Model builds: moves the clock on one tick and wakes every timed
+    /// waiter, so a model fires deadlines as events.
+    #[cfg(any(loom, shuttle))]
+    pub fn advance_clock(&self) {
+        self.shared.clock.advance();
+        let waiters: Vec<Thread> = self.shared.timed.lock().drain(..).collect();
+        for t in waiters {
+            t.unpark();
+        }
+    }
+}
+
+impl<P: Payload> Drop for Engine<P> {
+    fn drop(&mut self) {
+        let _ = self.shutdown(Duration::from_secs(1));
+        let _ = self.shared.domain.unregister(self.shared.id);
+    }
+}
+
+impl<P: Payload> Shared<P> {
+    /// Opens a bookkeeping section (I5, I6): settles the engine first in a
+    /// fork child; waits out a fork window opened by another thread (bounded
+    /// by the fork itself, which waits on nothing); refuses the forking
+    /// thread with `ForkInProgress`.
+    pub(crate) fn enter(&self) -> Result<Section<'_>> {
+        let mut round = 0;
+        loop {
+            if self.epoch.load(Ordering::Acquire) != self.domain.epoch() {
+                self.settle_child();
+            }
+            if let Some(section) = self.gate.try_enter() {
+                return Ok(section);
+            }
+            if self.domain.forking_here() {
+                return Err(Error::ForkInProgress);
+            }
+            spin_step(round);
+            round = round.saturating_add(1);
+        }
+    }
+
+    /// Identifies the engine process-wide: its domain and its id there.
+    pub(crate) fn key(&self) -> (usize, u64) {
+        (self.domain.key(), self.id)
+    }
+
+    pub(crate) fn state(&self) -> State {
+        State::from_code(self.state.load(Ordering::Acquire))
+    }
+
+    /// Sets the lifecycle state; call with `ctl` locked.
+    pub(crate) fn set_state(&self, ctl: &mut Control, state: State) {
+        ctl.state = state;
+        self.state.store(state.code(), Ordering::Release);
+    }
+
+    pub(crate) fn check_var(&self, var: &Var<P>) -> Result<()> {
+        if var.engine != self.key() {
+            return Err(Error::ForeignVar);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn live_shard(&self, op: u64) -> &Mutex<LiveShard<P>> {
+        &self.live[(op as usize) % LIVE_SHARDS]
+    }
+
+    /// The live op `id`, if it has not completed.
+    pub(crate) fn live_op(&self, id: u64) -> Option<Arc<OpCell<P>>> {
+        self.live_shard(id).lock().get(&id).cloned()
+    }
+
+    /// Every live op, by id.
+    pub(crate) fn live_ops(&self) -> Vec<Arc<OpCell<P>>> {
+        let mut ops: Vec<Arc<OpCell<P>>> = Vec::new();
+        for shard in self.live.iter() {
+            ops.extend(shard.lock().values().cloned());
+        }
+        ops.sort_by_key(|op| op.info.id);
+        ops
+    }
+
+    /// The op the calling thread runs, if it belongs to this engine.
+    pub(crate) fn calling_op(&self) -> Option<u64> {
+        crate::current::running_op()
+            .filter(|r| r.engine == self.key())
+            .map(|r| r.op)
+    }
+
+    pub(crate) fn lane(&self, lane: Lane) -> &Mutex<LaneState<P>> {
+        &self.lanes[lane.index()]
+    }
+
+    /// Registers the calling thread for a model deadline event.
+    pub(crate) fn register_timed(&self, deadline: Option<crate::sync::Instant>) {
+        if MODEL_BUILD && deadline.is_some() {
+            self.timed.lock().push(crate::sync::current_thread());
+        }
+    }
+
+    /// Blocks the calling thread, with the host lock released (H2), until
+    /// unparked or `deadline`; called outside every section.
+    pub(crate) fn park(&self, deadline: Option<crate::sync::Instant>) {
+        let deadline = match (deadline, self.bridge_poll()) {
+            (d, None) => d,
+            (None, Some(step)) => Some(self.clock.deadline_after(step)),
+            (Some(d), Some(step)) => Some(d.min(self.clock.deadline_after(step))),
+        };
+        crate::host::released(&*self.bridge, || {
+            crate::sync::park_until(&self.clock, deadline)
+        });
+    }
+
+    /// How often a wait wakes to poll the host for an interrupt.
+    fn bridge_poll(&self) -> Option<Duration> {
+        if MODEL_BUILD {
+            None
+        } else {
+            self.bridge.interrupt_poll()
+        }
+    }
+}
+
+/// Sorts `vars` by id and reports a var given twice.
+pub(crate) fn sorted_unique<P>(vars: &mut [(Var<P>, bool)]) -> Result<()> {
+    vars.sort_by_key(|(v, _)| v.state.id);
+    if vars.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(Error::DuplicateVar);
+    }
+    Ok(())
+}

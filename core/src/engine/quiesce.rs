@@ -1,0 +1,195 @@
+//! Quiesce (I3): stop dispatching, wait until every op dispatched before has
+//! completed, hold until the last guard drops. Pushes go on being accepted
+//! and are dispatched on resume.
+
+use super::{Engine, Shared};
+use crate::error::{Error, Result};
+use crate::lifecycle::{next, Event, State};
+use crate::op::{Lane, OpInfo, Payload, RUNNING};
+use crate::sync::{current_thread, Arc, Instant, Ordering};
+use std::time::Duration;
+
+/// Holds a quiesce; dispatch resumes when the last guard of the engine
+/// drops. A guard that outlives a shutdown or a fork into a child is inert.
+/// Guards I3.
+#[must_use = "the quiesce ends when the guard drops"]
+pub struct QuiesceGuard<P: Payload> {
+    shared: Arc<Shared<P>>,
+    epoch: u64,
+}
+
+impl<P: Payload> std::fmt::Debug for QuiesceGuard<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "QuiesceGuard(engine {}, epoch {})",
+            self.shared.id, self.epoch
+        )
+    }
+}
+
+impl<P: Payload> Engine<P> {
+    /// Stops dispatch and waits, with the host lock released (H2), until
+    /// every op dispatched before has completed (excluding the op this is
+    /// called from). On the deadline this quiesce is dropped and
+    /// [`Error::Timeout`] lists the ops still running.
+    pub fn quiesce(&self, timeout: Duration) -> Result<QuiesceGuard<P>> {
+        let deadline = self.shared.deadline(timeout)?;
+        Shared::quiesce(&self.shared, deadline)
+    }
+}
+
+impl<P: Payload> Shared<P> {
+    fn quiesce(this: &Arc<Self>, deadline: Instant) -> Result<QuiesceGuard<P>> {
+        let caller_lane = this
+            .calling_op()
+            .and_then(|c| this.live_op(c))
+            .map(|op| op.info.lane);
+        let epoch = {
+            let _section = this.enter()?;
+            let mut ctl = this.ctl.lock();
+            let state = next(ctl.state, Event::Quiesce)?;
+            this.set_state(&mut ctl, state);
+            ctl.quiesces += 1;
+            drop(ctl);
+            for lane in Lane::ALL {
+                this.lane(lane).lock().paused = true;
+            }
+            this.epoch.load(Ordering::Acquire)
+        };
+        loop {
+            let Ok(section) = this.enter() else {
+                Shared::release_quiesce(this, epoch, true);
+                return Err(Error::ForkInProgress);
+            };
+            let mut busy = false;
+            for lane in Lane::ALL {
+                let ls = this.lane(lane).lock();
+                busy |= ls.running > usize::from(caller_lane == Some(lane));
+            }
+            if !busy {
+                let mut ctl = this.ctl.lock();
+                let state = next(ctl.state, Event::Drained)?;
+                this.set_state(&mut ctl, state);
+                return Ok(QuiesceGuard {
+                    shared: this.clone(),
+                    epoch,
+                });
+            }
+            if let Some(e) = this.wait_expired(Some(deadline), || this.running_ops()) {
+                drop(section);
+                Shared::release_quiesce(this, epoch, true);
+                return Err(e);
+            }
+            for lane in Lane::ALL {
+                this.lane(lane).lock().drain_waiters.push(current_thread());
+            }
+            this.register_timed(Some(deadline));
+            drop(section);
+            this.park(Some(deadline));
+        }
+    }
+
+    /// Ops dispatched and not complete; inside a section.
+    pub(crate) fn running_ops(&self) -> Vec<OpInfo> {
+        let mut out = Vec::new();
+        for shard in self.live.iter() {
+            out.extend(
+                shard
+                    .lock()
+                    .values()
+                    .filter(|op| op.is(RUNNING))
+                    .map(|op| op.info.clone()),
+            );
+        }
+        out.sort_by_key(|i| i.id);
+        out
+    }
+
+    /// Pauses or resumes dispatch on every lane; on resume wakes the idle
+    /// workers and plans new ones for queued ops. Inside a section.
+    pub(crate) fn set_paused(&self, paused: bool) -> Vec<crate::sync::Thread> {
+        let mut wake = Vec::new();
+        for lane in Lane::ALL {
+            let mut ls = self.lane(lane).lock();
+            ls.paused = paused;
+            if !paused {
+                wake.extend(ls.idle.drain(..).map(|(_, t)| t));
+            }
+        }
+        wake
+    }
+
+    /// Releases one quiesce: its guard dropped, or its deadline passed.
+    fn release_quiesce(this: &Arc<Self>, epoch: u64, timed_out: bool) {
+        let Ok(section) = this.enter() else {
+            return;
+        };
+        if this.epoch.load(Ordering::Acquire) != epoch {
+            return;
+        }
+        let mut ctl = this.ctl.lock();
+        if !matches!(ctl.state, State::Quiescing | State::Quiesced) || ctl.quiesces == 0 {
+            return;
+        }
+        ctl.quiesces -= 1;
+        let others_held = ctl.quiesces > 0;
+        let event = if timed_out {
+            Event::QuiesceTimeout { others_held }
+        } else {
+            Event::Resume { others_held }
+        };
+        let Ok(state) = next(ctl.state, event) else {
+            return;
+        };
+        this.set_state(&mut ctl, state);
+        drop(ctl);
+        let wake = if others_held {
+            Vec::new()
+        } else {
+            this.set_paused(false)
+        };
+        let spawns = if others_held {
+            Vec::new()
+        } else {
+            this.plan_workers_for_queued()
+        };
+        drop(section);
+        for t in wake {
+            t.unpark();
+        }
+        Shared::spawn_workers(this, spawns);
+    }
+
+    /// Plans workers for ops queued while no worker was free; inside a
+    /// section.
+    pub(crate) fn plan_workers_for_queued(&self) -> super::worker::Spawns {
+        let mut spawns = Vec::new();
+        for lane in Lane::ALL {
+            let mut ls = self.lane(lane).lock();
+            let want = ls.len().min(self.config.workers(lane) + ls.blocked);
+            while ls.workers < want {
+                ls.workers += 1;
+                ls.spawned += 1;
+                spawns.push((lane, ls.spawned));
+            }
+        }
+        spawns
+    }
+}
+
+impl<P: Payload> Drop for QuiesceGuard<P> {
+    fn drop(&mut self) {
+        Shared::release_quiesce(&self.shared, self.epoch, false);
+    }
+}
+
+impl Error {
+    /// The ops listed by a [`Error::Timeout`], if this is one.
+    pub fn pending_ops(&self) -> &[OpInfo] {
+        match self {
+            Error::Timeout { pending } => pending,
+            _ => &[],
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Shutdown (I8): refuse pushes, let queued ops run until the deadline,
+//! cancel the rest, stop the workers, and wait until no host worker is in or
+//! entering the host bridge; after that the engine never calls host code.
+
+use super::complete::{Finish, Outcome};
+use super::{Engine, Shared};
+use crate::error::{OpErrorKind, Result};
+use crate::lifecycle::{next, Event, State};
+use crate::op::{Lane, OpInfo, Payload};
+use crate::sync::{current_thread, Arc, Instant, Ordering};
+use std::time::Duration;
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Ops still queued at the deadline, completed with
+    /// [`OpErrorKind::Cancelled`].
+    pub cancelled: Vec<OpInfo>,
+    /// Ops still running when shutdown returned (compute bodies cannot be
+    /// stopped; they complete normally later, and call no host code).
+    pub still_running: Vec<OpInfo>,
+}
+
+impl<P: Payload> Engine<P> {
+    /// Shuts the engine down: pushes fail with [`crate::Error::ShutDown`]
+    /// from now on, queued ops run until `timeout` and are then cancelled,
+    /// and once this returns no host code is called again. Waits with the
+    /// host lock released (H2). A second call returns an empty report.
+    pub fn shutdown(&self, timeout: Duration) -> Result<ShutdownReport> {
+        let deadline = self.shared.deadline(timeout)?;
+        Shared::shutdown(&self.shared, deadline)
+    }
+}
+
+impl<P: Payload> Shared<P> {
+    fn shutdown(this: &Arc<Self>, deadline: Instant) -> Result<ShutdownReport> {
+        let caller = this.calling_op();
+        let caller_op = caller.and_then(|c| this.live_op(c));
+        {
+            let section = this.enter()?;
+            let mut ctl = this.ctl.lock();
+            if ctl.state == State::Stopped {
+                return Ok(ShutdownReport::default());
+            }
+            let state = next(ctl.state, Event::Shutdown)?;
+            this.set_state(&mut ctl, state);
+            ctl.quiesces = 0;
+            let mut wake: Vec<_> = ctl.push_waiters.drain(..).collect();
+            drop(ctl);
+            wake.extend(this.set_paused(false));
+            let spawns = this.plan_workers_for_queued();
+            drop(section);
+            for t in wake {
+                t.unpark();
+            }
+            Shared::spawn_workers(this, spawns);
+        }
+        this.wait_live_until(caller, deadline);
+        let report = Shared::stop(this, caller_op.map(|op| op.info.lane));
+        Ok(report)
+    }
+
+    /// Waits until no live op but the caller's is left, or the deadline.
+    fn wait_live_until(&self, caller: Option<u64>, deadline: Instant) {
+        let me = current_thread();
+        let Ok(section) = self.enter() else {
+            return;
+        };
+        self.all_waiters.lock().push(super::AllWaiter {
+            limit: u64::MAX,
+            thread: me.clone(),
+        });
+        self.all_waiting.fetch_add(1, Ordering::SeqCst);
+        drop(section);
+        loop {
+            let Ok(section) = self.enter() else {
+                break;
+            };
+            let left = self
+                .live_below(u64::MAX)
+                .into_iter()
+                .filter(|i| Some(i.id) != caller)
+                .count();
+            if left == 0 || self.clock.passed(deadline) {
+                break;
+            }
+            self.register_timed(Some(deadline));
+            drop(section);
+            self.park(Some(deadline));
+        }
+        if let Ok(_section) = self.enter() {
+            let mut waiters = self.all_waiters.lock();
+            if let Some(i) = waiters.iter().position(|w| w.thread.id() == me.id()) {
+                waiters.swap_remove(i);
+                self.all_waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Stops the lanes, cancels what is still queued, and waits for the host
+    /// bridge to empty. `caller_lane`: the lane of the op calling shutdown,
+    /// which is itself inside the bridge if it is a host op.
+    fn stop(this: &Arc<Self>, caller_lane: Option<Lane>) -> ShutdownReport {
+        let mut report = ShutdownReport::default();
+        if let Ok(_section) = this.enter() {
+            let mut wake = Vec::new();
+            for lane in Lane::ALL {
+                let mut ls = this.lane(lane).lock();
+                ls.stopped = true;
+                wake.extend(ls.idle.drain(..).map(|(_, t)| t));
+            }
+            for t in wake {
+                t.unpark();
+            }
+        }
+        // No push is accepted any more, so the live set only shrinks: one
+        // sweep cancels every op not yet dispatched.
+        let ops = match this.enter() {
+            Ok(_section) => this.live_ops(),
+            Err(_) => Vec::new(),
+        };
+        let mut payloads = Vec::new();
+        for op in ops {
+            let err = op.error(OpErrorKind::Cancelled);
+            if let Ok((_, true)) =
+                Shared::finish_as(this, &op, Outcome::Raised(err), None, Finish::OnlyQueued)
+            {
+                report.cancelled.push(op.info.clone());
+                let payload = match this.enter() {
+                    Ok(_section) => op.payload.lock().take(),
+                    Err(_) => None,
+                };
+                if let Some(p) = payload {
+                    payloads.push((op.info.lane, p));
+                }
+            }
+        }
+        // Dropped closures are host code: dropped while the host is alive,
+        // outside every engine lock (H1); leaked once it is finalising.
+        for (lane, payload) in payloads {
+            this.drop_payload(lane, payload, true);
+        }
+        let own = usize::from(caller_lane == Some(Lane::Host));
+        loop {
+            let Ok(section) = this.enter() else {
+                break;
+            };
+            let mut ls = this.lane(Lane::Host).lock();
+            if ls.in_bridge <= own {
+                break;
+            }
+            ls.drain_waiters.push(current_thread());
+            drop(ls);
+            drop(section);
+            this.park(None);
+        }
+        if let Ok(_section) = this.enter() {
+            let mut ctl = this.ctl.lock();
+            if let Ok(state) = next(ctl.state, Event::Stopped) {
+                this.set_state(&mut ctl, state);
+            }
+            drop(ctl);
+            report.still_running = this.running_ops();
+        }
+        report
+    }
+}

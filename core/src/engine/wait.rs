@@ -1,0 +1,198 @@
+//! Waiting: `wait_for_var` and `wait_all` (I2), with deadlines, host-lock
+//! release (H2) and host interrupts. A wait from inside an op waits only for
+//! ops pushed before the calling op: any later op may depend on it, so
+//! waiting for one could deadlock (DESIGN.md, "Waiting inside an op").
+
+use super::worker::Spawns;
+use super::{AllWaiter, Engine, Shared};
+use crate::error::{Error, Result};
+use crate::op::{Lane, OpInfo, Payload};
+use crate::sync::{current_thread, Arc, Instant, Ordering};
+use crate::var::Var;
+use std::time::Duration;
+
+impl<P: Payload> Engine<P> {
+    /// Returns once every write of `var` pushed before this call has
+    /// completed; then the var's poison, if any, as [`Error::Poisoned`].
+    /// From inside an op that writes `var`: [`Error::WaitOnSelf`].
+    pub fn wait_for_var(&self, var: &Var<P>) -> Result<()> {
+        Shared::wait_var(&self.shared, var, None)
+    }
+
+    /// [`Engine::wait_for_var`] with a deadline: [`Error::Timeout`] lists the
+    /// writes still pending when it passes.
+    pub fn wait_for_var_timeout(&self, var: &Var<P>, timeout: Duration) -> Result<()> {
+        let deadline = self.shared.deadline(timeout)?;
+        Shared::wait_var(&self.shared, var, Some(deadline))
+    }
+
+    /// Returns once every op pushed before this call has completed; then
+    /// every error first raised since the previous `wait_all`, as
+    /// [`Error::OpsFailed`].
+    pub fn wait_all(&self) -> Result<()> {
+        Shared::wait_all(&self.shared, None)
+    }
+
+    /// [`Engine::wait_all`] with a deadline: [`Error::Timeout`] lists the ops
+    /// still pending when it passes.
+    pub fn wait_all_timeout(&self, timeout: Duration) -> Result<()> {
+        let deadline = self.shared.deadline(timeout)?;
+        Shared::wait_all(&self.shared, Some(deadline))
+    }
+}
+
+impl<P: Payload> Shared<P> {
+    pub(crate) fn deadline(&self, timeout: Duration) -> Result<Instant> {
+        if timeout.is_zero() {
+            return Err(Error::ZeroTimeout);
+        }
+        Ok(self.clock.deadline_after(timeout))
+    }
+
+    /// The error a wait returns at this point, if it should stop early.
+    pub(crate) fn wait_expired(
+        &self,
+        deadline: Option<Instant>,
+        pending: impl FnOnce() -> Vec<OpInfo>,
+    ) -> Option<Error> {
+        if deadline.is_some_and(|d| self.clock.passed(d)) {
+            return Some(Error::Timeout { pending: pending() });
+        }
+        if self.bridge.interrupt_requested() {
+            return Some(Error::Interrupted);
+        }
+        None
+    }
+
+    fn wait_var(this: &Arc<Self>, var: &Var<P>, deadline: Option<Instant>) -> Result<()> {
+        this.check_var(var)?;
+        let caller = this.calling_op();
+        let mut target = None;
+        let mut blocked = None;
+        let result = loop {
+            let section = this.enter()?;
+            let mut v = var.state.inner.lock();
+            let target = *target.get_or_insert(v.pushed_writes);
+            if v.freed {
+                break Err(Error::DeletedVar);
+            }
+            if let Some(c) = caller {
+                if v.holders.iter().any(|u| u.write && u.op.info.id == c) {
+                    break Err(Error::WaitOnSelf);
+                }
+            }
+            let pending = v.pending_writes(target, caller);
+            if pending.is_empty() {
+                break match &v.poison {
+                    Some(e) => Err(Error::Poisoned(e.clone())),
+                    None => Ok(()),
+                };
+            }
+            if let Some(e) = this.wait_expired(deadline, || {
+                pending.iter().map(|op| op.info.clone()).collect()
+            }) {
+                break Err(e);
+            }
+            v.waiters.push(current_thread());
+            drop(v);
+            this.register_timed(deadline);
+            let spawns = this.block_caller(caller, &mut blocked);
+            drop(section);
+            Shared::spawn_workers(this, spawns);
+            this.park(deadline);
+        };
+        this.unblock_caller(blocked);
+        result
+    }
+
+    fn wait_all(this: &Arc<Self>, deadline: Option<Instant>) -> Result<()> {
+        let caller = this.calling_op();
+        let limit = caller.unwrap_or_else(|| this.next_op.load(Ordering::Acquire));
+        let me = current_thread();
+        {
+            let _section = this.enter()?;
+            this.all_waiters.lock().push(AllWaiter {
+                limit,
+                thread: me.clone(),
+            });
+            this.all_waiting.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut blocked = None;
+        let result = loop {
+            let section = match this.enter() {
+                Ok(s) => s,
+                Err(e) => break Err(e),
+            };
+            let pending = this.live_below(limit);
+            if pending.is_empty() {
+                let errors = std::mem::take(&mut this.ctl.lock().errors);
+                break if errors.is_empty() {
+                    Ok(())
+                } else {
+                    Err(Error::OpsFailed(errors))
+                };
+            }
+            if let Some(e) = this.wait_expired(deadline, || pending) {
+                break Err(e);
+            }
+            this.register_timed(deadline);
+            let spawns = this.block_caller(caller, &mut blocked);
+            drop(section);
+            Shared::spawn_workers(this, spawns);
+            this.park(deadline);
+        };
+        this.unblock_caller(blocked);
+        if let Ok(_section) = this.enter() {
+            let mut waiters = this.all_waiters.lock();
+            if let Some(i) = waiters.iter().position(|w| w.thread.id() == me.id()) {
+                waiters.swap_remove(i);
+                this.all_waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        result
+    }
+
+    /// Live ops pushed before `limit`; inside a section.
+    pub(crate) fn live_below(&self, limit: u64) -> Vec<OpInfo> {
+        let mut out = Vec::new();
+        for shard in self.live.iter() {
+            out.extend(shard.lock().range(..limit).map(|(_, op)| op.info.clone()));
+        }
+        out.sort_by_key(|i| i.id);
+        out
+    }
+
+    /// Marks the calling op's worker as blocked in a wait, once, and plans a
+    /// stand-in worker if the lane would otherwise be short; inside a
+    /// section.
+    fn block_caller(&self, caller: Option<u64>, blocked: &mut Option<Lane>) -> Spawns {
+        let mut spawns = Spawns::new();
+        if blocked.is_some() {
+            return spawns;
+        }
+        let Some(lane) = caller.and_then(|c| self.live_op(c)).map(|op| op.info.lane) else {
+            return spawns;
+        };
+        let mut ls = self.lane(lane).lock();
+        ls.blocked += 1;
+        *blocked = Some(lane);
+        if !ls.is_empty()
+            && ls.idle.is_empty()
+            && ls.workers < self.config.workers(lane) + ls.blocked
+        {
+            ls.workers += 1;
+            ls.spawned += 1;
+            spawns.push((lane, ls.spawned));
+        }
+        spawns
+    }
+
+    fn unblock_caller(&self, blocked: Option<Lane>) {
+        if let Some(lane) = blocked {
+            if let Ok(_section) = self.enter() {
+                let mut ls = self.lane(lane).lock();
+                ls.blocked = ls.blocked.saturating_sub(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Typed errors: bad input is an error at the call, never a panic (DESIGN.md,
+//! "Bad input gets a clear error, nothing lost").
+
+use crate::op::OpInfo;
+use std::fmt;
+
+/// Why an op did not complete successfully (I7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpErrorKind {
+    /// The body returned an error with this message.
+    Failed(String),
+    /// The body panicked with this message.
+    Panicked(String),
+    /// The op was pending when the process forked; this is the child's copy,
+    /// completed without running (I5).
+    LostInFork,
+    /// The op was queued when shutdown's deadline passed (I8).
+    Cancelled,
+    /// An async op's completion token was dropped without completing it.
+    TokenDropped,
+}
+
+/// The error an op raised, naming the op that first raised it. Vars written
+/// by that op are poisoned with it, and ops that depend on them pass it on.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OpError(Box<OpErrorInner>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OpErrorInner {
+    op: OpInfo,
+    kind: OpErrorKind,
+}
+
+impl OpError {
+    /// An error raised by `op`.
+    pub fn new(op: OpInfo, kind: OpErrorKind) -> Self {
+        OpError(Box::new(OpErrorInner { op, kind }))
+    }
+    /// The op that first raised the error.
+    pub fn op(&self) -> &OpInfo {
+        &self.0.op
+    }
+    /// What went wrong.
+    pub fn kind(&self) -> &OpErrorKind {
+        &self.0.kind
+    }
+}
+
+impl fmt::Debug for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "OpError({} #{}: {:?})",
+            self.0.op.name, self.0.op.id, self.0.kind
+        )
+    }
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match &self.0.kind {
+            OpErrorKind::Failed(m) => format!("failed: {m}"),
+            OpErrorKind::Panicked(m) => format!("panicked: {m}"),
+            OpErrorKind::LostInFork => "was pending at fork; not run in the child".into(),
+            OpErrorKind::Cancelled => "was cancelled by shutdown".into(),
+            OpErrorKind::TokenDropped => "completion token dropped unfinished".into(),
+        };
+        write!(f, "op '{}' (#{}) {}", self.0.op.name, self.0.op.id, what)
+    }
+}
+
+impl std::error::Error for OpError {}
+
+/// Errors returned by engine calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The var belongs to another engine.
+    ForeignVar,
+    /// The var was deleted.
+    DeletedVar,
+    /// The var appears twice in one op (in one list, or in both).
+    DuplicateVar,
+    /// The engine is shutting down or stopped.
+    ShutDown,
+    /// The pending-op bound is reached (`try_push`).
+    Full,
+    /// Called from the forking thread between prepare and parent/child.
+    ForkInProgress,
+    /// A wait from inside an op would wait for that op or an op that
+    /// depends on it.
+    WaitOnSelf,
+    /// The deadline passed; these ops were still pending.
+    Timeout {
+        /// Ops still pending at the deadline.
+        pending: Vec<OpInfo>,
+    },
+    /// The host bridge interrupted the wait (Ctrl-C).
+    Interrupted,
+    /// A timeout of zero was given where a positive one is needed.
+    ZeroTimeout,
+    /// The var is poisoned by this error (returned until cleared).
+    Poisoned(OpError),
+    /// Errors first raised since the previous `wait_all`.
+    OpsFailed(Vec<OpError>),
+    /// The completion token was already completed.
+    AlreadyCompleted,
+    /// The token or handle belongs to an earlier fork epoch.
+    StaleEpoch,
+    /// An engine configuration value is out of range.
+    InvalidConfig(&'static str),
+    /// The operating system refused to start a worker thread.
+    Spawn(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ForeignVar => write!(f, "var belongs to another engine"),
+            Error::DeletedVar => write!(f, "var was deleted"),
+            Error::DuplicateVar => write!(f, "var appears more than once in one op"),
+            Error::ShutDown => write!(f, "engine is shut down"),
+            Error::Full => write!(f, "pending-op bound reached"),
+            Error::ForkInProgress => write!(f, "called between fork prepare and parent/child"),
+            Error::WaitOnSelf => write!(f, "wait would wait on the calling op or its dependents"),
+            Error::Timeout { pending } => {
+                write!(f, "deadline passed with {} ops pending", pending.len())
+            }
+            Error::Interrupted => write!(f, "wait interrupted by the host"),
+            Error::ZeroTimeout => write!(f, "timeout must be positive"),
+            Error::Poisoned(e) => write!(f, "var poisoned: {e}"),
+            Error::OpsFailed(es) => {
+                write!(f, "{} op(s) failed", es.len())?;
+                for e in es {
+                    write!(f, "; {e}")?;
+                }
+                Ok(())
+            }
+            Error::AlreadyCompleted => write!(f, "completion token already completed"),
+            Error::StaleEpoch => write!(f, "handle belongs to an earlier fork epoch"),
+            Error::InvalidConfig(what) => write!(f, "invalid engine config: {what}"),
+            Error::Spawn(e) => write!(f, "cannot start a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result alias for engine calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,86 @@
+//! Per-lane ready queues with priority bands and the lane's idle workers.
+
+use crate::op::OpCell;
+use crate::sync::{Arc, Thread};
+use std::collections::VecDeque;
+
+/// After this many consecutive dispatches from higher bands while a lower
+/// band waits, one op of the lowest waiting band is dispatched: a low op
+/// waits at most `STARVATION_LIMIT` dispatches per band above it.
+pub const STARVATION_LIMIT: u32 = 8;
+
+/// One lane's ready ops and workers. Lives under the lane's lock. Guards I3
+/// (`paused`, `running`) and I8 (`stopped`, `in_bridge`).
+pub(crate) struct LaneState<P> {
+    bands: [VecDeque<Arc<OpCell<P>>>; 3],
+    streak: u32,
+    /// Parked workers by worker index, woken one per ready op.
+    pub(crate) idle: Vec<(usize, Thread)>,
+    /// Workers alive (running or parked).
+    pub(crate) workers: usize,
+    /// Next worker index.
+    pub(crate) spawned: usize,
+    /// Workers inside a blocking wait from an op body; the lane may start
+    /// as many extra workers, so waiting inside an op never starves the lane.
+    pub(crate) blocked: usize,
+    /// Ops dispatched and not complete (async ops until their token).
+    pub(crate) running: usize,
+    /// A quiesce holds: no op is popped.
+    pub(crate) paused: bool,
+    /// Shutdown finished: workers exit and nobody enters the host bridge.
+    pub(crate) stopped: bool,
+    /// Host workers inside or entering the host bridge.
+    pub(crate) in_bridge: usize,
+    /// Threads waiting for `running` or `in_bridge` to fall (quiesce,
+    /// shutdown).
+    pub(crate) drain_waiters: Vec<Thread>,
+}
+
+impl<P> LaneState<P> {
+    pub(crate) fn new() -> Self {
+        LaneState {
+            bands: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
+            streak: 0,
+            idle: Vec::new(),
+            workers: 0,
+            spawned: 0,
+            blocked: 0,
+            running: 0,
+            paused: false,
+            stopped: false,
+            in_bridge: 0,
+            drain_waiters: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, op: Arc<OpCell<P>>) {
+        self.bands[op.info.priority.index()].push_back(op);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bands.iter().all(|b| b.is_empty())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.bands.iter().map(|b| b.len()).sum()
+    }
+
+    /// The next op: highest band first, FIFO within a band, with the
+    /// starvation bound above.
+    pub(crate) fn pop(&mut self) -> Option<Arc<OpCell<P>>> {
+        let first = self.bands.iter().position(|b| !b.is_empty())?;
+        let lowest = self.bands.iter().rposition(|b| !b.is_empty())?;
+        let band = if lowest != first && self.streak >= STARVATION_LIMIT {
+            lowest
+        } else {
+            first
+        };
+        self.streak = if band == lowest { 0 } else { self.streak + 1 };
+        self.bands[band].pop_front()
+    }
+
+    /// Removes and returns every queued op (shutdown, fork child).
+    pub(crate) fn drain(&mut self) -> Vec<Arc<OpCell<P>>> {
+        self.bands.iter_mut().flat_map(|b| b.drain(..)).collect()
+    }
+}

@@ -1,0 +1,142 @@
+//! The synchronisation facade: the only module of forksafe that names
+//! `std::sync`, `std::thread`, `thread_local!`, `loom` or `shuttle`.
+//!
+//! Production builds use std's futex-based primitives, which keep no
+//! process-wide user-space state that a thread vanished in `fork()` could
+//! have been inside (DESIGN.md, "Production primitives in a fork child").
+//! `--cfg loom` swaps in loom's checked primitives and `--cfg shuttle`
+//! shuttle's, so the models run the code that ships.
+//!
+//! Time is not modelled by loom or shuttle: deadlines go through [`Clock`],
+//! which in model builds is a counter that a model advances as an event.
+
+/// Declares a function `const` in production builds only: loom's and
+/// shuttle's primitives cannot be built in a const context, and production
+/// statics (the fork domain) must be const-initialised so that no `Once` can
+/// be half-done when the process forks.
+macro_rules! const_in_production {
+    ($(#[$m:meta])* $v:vis fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        #[cfg(not(any(loom, shuttle)))]
+        $(#[$m])* $v const fn $name($($arg: $ty),*) -> $ret $body
+        #[cfg(any(loom, shuttle))]
+        $(#[$m])* $v fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+pub(crate) use const_in_production;
+
+#[cfg(all(loom, shuttle))]
+compile_error!("choose one model checker: --cfg loom or --cfg shuttle, not both");
+
+#[cfg(loom)]
+use loom as imp;
+#[cfg(shuttle)]
+use shuttle as imp;
+#[cfg(not(any(loom, shuttle)))]
+use std as imp;
+
+pub use imp::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use imp::sync::Arc;
+pub use imp::thread::{JoinHandle, Thread};
+
+/// Declares a thread-local; checked by the model in model builds.
+pub use imp::thread_local;
+
+mod clock;
+pub use clock::{Clock, Instant};
+
+/// True in loom and shuttle builds, where spin loops become single yields.
+pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
+
+/// A mutex whose poisoning is ignored: engine state is only mutated in short
+/// sections that cannot panic half-way through user code (op bodies never
+/// run under an engine lock, rule H1).
+#[derive(Debug, Default)]
+pub struct Mutex<T>(imp::sync::Mutex<T>);
+
+/// The guard of a [`Mutex`].
+pub type MutexGuard<'a, T> = imp::sync::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    const_in_production! {
+        /// A new unlocked mutex.
+        pub fn new(value: T) -> Self {
+            Mutex(imp::sync::Mutex::new(value))
+        }
+    }
+
+    /// Locks, ignoring poison.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        match self.0.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+/// The calling thread's handle.
+pub fn current_thread() -> Thread {
+    imp::thread::current()
+}
+
+/// Spawns a named thread.
+pub fn spawn_named<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    imp::thread::Builder::new().name(name).spawn(f)
+}
+
+/// Blocks the calling thread until unparked (may wake spuriously) or, in
+/// production builds, until `deadline` passes. Model builds never time out on
+/// their own: a model fires deadlines through [`Clock::advance`], which wakes
+/// every timed waiter.
+pub fn park_until(clock: &Clock, deadline: Option<Instant>) {
+    match deadline {
+        None => imp::thread::park(),
+        Some(at) => clock.park_until(at),
+    }
+}
+
+/// One step of a bounded spin loop: a CPU hint in production, a yield to the
+/// scheduler in model builds (a spin is otherwise an infinite schedule).
+pub fn spin_step(round: u32) {
+    #[cfg(any(loom, shuttle))]
+    {
+        let _ = round;
+        imp::thread::yield_now();
+    }
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        if round < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// This thread's shard among `n`: threads are spread round-robin, so
+/// sharded counters are shared by few threads. Always 0 in model builds,
+/// where every structure has one shard.
+pub fn thread_shard(n: usize) -> usize {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        use std::cell::Cell;
+        use std::sync::atomic::{AtomicUsize as StdAtomic, Ordering as StdOrdering};
+        static NEXT: StdAtomic = StdAtomic::new(0);
+        std::thread_local! {
+            static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        SHARD.with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT.fetch_add(1, StdOrdering::Relaxed));
+            }
+            s.get() % n
+        })
+    }
+    #[cfg(any(loom, shuttle))]
+    {
+        let _ = n;
+        0
+    }
+}

@@ -1,0 +1,60 @@
+//! Completion tokens of async ops (I2: completed exactly once; dropped
+//! unfinished = completed with an error, never a hang).
+
+use crate::engine::Shared;
+use crate::error::{OpErrorKind, Result};
+use crate::op::{OpCell, Payload};
+use crate::sync::Arc;
+use std::fmt;
+
+/// Completes an async op. Completing it twice is [`Error::AlreadyCompleted`];
+/// completing it in a fork child, where the op was lost, is
+/// [`Error::StaleEpoch`]; dropping it unfinished completes the op with
+/// [`OpErrorKind::TokenDropped`]. Guards I2.
+pub struct CompletionToken<P: Payload> {
+    pub(crate) shared: Arc<Shared<P>>,
+    pub(crate) op: Arc<OpCell<P>>,
+}
+
+impl<P: Payload> fmt::Debug for CompletionToken<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CompletionToken(op '{}' #{})",
+            self.op.info.name, self.op.info.id
+        )
+    }
+}
+
+impl<P: Payload> CompletionToken<P> {
+    /// Completes the op: `Ok(())` succeeds, `Err(message)` fails it and
+    /// poisons what it writes (I7).
+    pub fn complete(&self, result: std::result::Result<(), String>) -> Result<()> {
+        let outcome = result.map_err(|m| self.op.error(OpErrorKind::Failed(m)));
+        Shared::complete_from_token(&self.shared, &self.op, outcome)
+    }
+
+    /// Whether the op has completed (by this token or otherwise).
+    pub fn is_completed(&self) -> bool {
+        self.op.is(crate::op::DONE)
+    }
+
+    /// The id of the op this token completes.
+    pub fn op_id(&self) -> u64 {
+        self.op.info.id
+    }
+}
+
+impl<P: Payload> Drop for CompletionToken<P> {
+    fn drop(&mut self) {
+        if self.op.is(crate::op::DONE) {
+            return;
+        }
+        let err = self.op.error(OpErrorKind::TokenDropped);
+        // A stale or already completed token has nothing left to complete.
+        // The one other error, ForkInProgress, needs a token dropped by the
+        // forking thread inside the fork window (from another atfork
+        // handler); that op stays pending (known limitation, see README).
+        let _ = Shared::complete_from_token(&self.shared, &self.op, Err(err));
+    }
+}

@@ -1,0 +1,231 @@
+//! Basic behaviour on real threads.
+
+use forksafe_core::{
+    CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec, Payload,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+struct Job(Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>);
+
+impl Payload for Job {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        (self.0)(token)
+    }
+}
+
+fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Job {
+    Job(Box::new(move |_| f()))
+}
+
+fn engine() -> Engine<Job> {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    Engine::new(domain, Config::default()).unwrap()
+}
+
+#[test]
+fn writes_apply_in_push_order() {
+    let e = engine();
+    let v = e.new_var().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..200 {
+        let log = log.clone();
+        e.push(
+            OpSpec::new(job(move || {
+                log.lock().unwrap().push(i);
+                Ok(())
+            }))
+            .writes(&[v.clone()]),
+        )
+        .unwrap();
+    }
+    e.wait_for_var(&v).unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>());
+    assert_eq!(e.var_version(&v).unwrap(), 200);
+    e.wait_all().unwrap();
+}
+
+#[test]
+fn failure_poisons_and_propagates_until_cleared() {
+    let e = engine();
+    let a = e.new_var().unwrap();
+    let b = e.new_var().unwrap();
+    e.push(
+        OpSpec::new(job(|| Err("boom".into())))
+            .writes(&[a.clone()])
+            .name("bad"),
+    )
+    .unwrap();
+    let ran = Arc::new(AtomicU64::new(0));
+    let r = ran.clone();
+    e.push(
+        OpSpec::new(job(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }))
+        .reads(&[a.clone()])
+        .writes(&[b.clone()]),
+    )
+    .unwrap();
+    let err = e.wait_for_var(&b).unwrap_err();
+    match err {
+        Error::Poisoned(e) => {
+            assert_eq!(e.op().name, "bad");
+            assert_eq!(e.kind(), &OpErrorKind::Failed("boom".into()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(matches!(e.wait_for_var(&a), Err(Error::Poisoned(_))));
+    match e.wait_all() {
+        Err(Error::OpsFailed(errs)) => assert_eq!(errs.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    e.wait_all().unwrap();
+    e.clear_poison(&a).unwrap();
+    e.wait_for_var(&a).unwrap();
+}
+
+#[test]
+fn async_token_and_bad_input() {
+    let e = engine();
+    let v = e.new_var().unwrap();
+    let slot: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::new(Mutex::new(None));
+    let s = slot.clone();
+    e.push(
+        OpSpec::new(Job(Box::new(move |t| {
+            *s.lock().unwrap() = t;
+            Ok(())
+        })))
+        .writes(&[v.clone()])
+        .asynchronous(),
+    )
+    .unwrap();
+    assert!(matches!(
+        e.wait_for_var_timeout(&v, Duration::from_millis(50)),
+        Err(Error::Timeout { .. })
+    ));
+    let token = loop {
+        if let Some(t) = slot.lock().unwrap().take() {
+            break t;
+        }
+        std::thread::yield_now();
+    };
+    token.complete(Ok(())).unwrap();
+    assert_eq!(token.complete(Ok(())), Err(Error::AlreadyCompleted));
+    e.wait_for_var(&v).unwrap();
+
+    assert_eq!(
+        e.push(
+            OpSpec::new(job(|| Ok(())))
+                .reads(&[v.clone()])
+                .writes(&[v.clone()])
+        )
+        .unwrap_err(),
+        Error::DuplicateVar
+    );
+    let other = engine();
+    let w = other.new_var().unwrap();
+    assert_eq!(
+        e.push(OpSpec::new(job(|| Ok(()))).writes(&[w]))
+            .unwrap_err(),
+        Error::ForeignVar
+    );
+    e.delete_var(&v).unwrap();
+    assert_eq!(
+        e.push(OpSpec::new(job(|| Ok(()))).writes(&[v.clone()]))
+            .unwrap_err(),
+        Error::DeletedVar
+    );
+    e.shutdown(Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        e.push(OpSpec::new(job(|| Ok(())))).unwrap_err(),
+        Error::ShutDown
+    );
+}
+
+#[test]
+fn dropped_token_completes_with_error() {
+    let e = engine();
+    let v = e.new_var().unwrap();
+    e.push(
+        OpSpec::new(Job(Box::new(|t| {
+            drop(t);
+            Ok(())
+        })))
+        .writes(&[v.clone()])
+        .asynchronous(),
+    )
+    .unwrap();
+    match e.wait_for_var(&v) {
+        Err(Error::Poisoned(err)) => assert_eq!(err.kind(), &OpErrorKind::TokenDropped),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn wait_inside_op_with_one_worker() {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let e = Arc::new(
+        Engine::<Job>::new(
+            domain,
+            Config {
+                compute_workers: 1,
+                ..Config::default()
+            },
+        )
+        .unwrap(),
+    );
+    let a = e.new_var().unwrap();
+    let b = e.new_var().unwrap();
+    e.push(OpSpec::new(job(|| Ok(()))).writes(&[a.clone()]))
+        .unwrap();
+    let e2 = e.clone();
+    let (a2, b2) = (a.clone(), b.clone());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    e.push(
+        OpSpec::new(job(move || {
+            s.lock()
+                .unwrap()
+                .push(format!("{:?}", e2.wait_for_var(&a2)));
+            s.lock()
+                .unwrap()
+                .push(format!("{:?}", e2.wait_for_var(&b2)));
+            s.lock().unwrap().push(format!("{:?}", e2.wait_all()));
+            Ok(())
+        }))
+        .writes(&[b.clone()]),
+    )
+    .unwrap();
+    e.wait_all().unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec!["Ok(())", "Err(WaitOnSelf)", "Ok(())"]
+    );
+}
+
+#[test]
+fn quiesce_holds_dispatch_and_pushes_are_deferred() {
+    let e = engine();
+    let v = e.new_var().unwrap();
+    let ran = Arc::new(AtomicU64::new(0));
+    let g = e.quiesce(Duration::from_secs(5)).unwrap();
+    let r = ran.clone();
+    e.push(
+        OpSpec::new(job(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }))
+        .writes(&[v.clone()]),
+    )
+    .unwrap();
+    assert!(e
+        .wait_for_var_timeout(&v, Duration::from_millis(30))
+        .is_err());
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    drop(g);
+    e.wait_for_var(&v).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,2 @@
+//! forksafe: placeholder until the engine issue.
+pub use forksafe_core as core;

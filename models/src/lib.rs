@@ -1,0 +1,1 @@
+//! Models of forksafe-core: see tests/.

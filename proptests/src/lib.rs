@@ -1,0 +1,1 @@
+//! Differential property tests: placeholder until issue 5.
