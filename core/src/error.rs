@@ -5,7 +5,7 @@ use crate::op::OpInfo;
 use std::fmt;
 
 /// Why an op did not complete successfully (I7).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum OpErrorKind {
     /// The body returned an error with this message.
     Failed(String),
@@ -22,10 +22,10 @@ pub enum OpErrorKind {
 
 /// The error an op raised, naming the op that first raised it. Vars written
 /// by that op are poisoned with it, and ops that depend on them pass it on.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct OpError(Box<OpErrorInner>);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct OpErrorInner {
     op: OpInfo,
     kind: OpErrorKind,

@@ -27,6 +27,7 @@ mod domain;
 mod engine;
 mod error;
 mod gate;
+pub mod gil;
 mod host;
 pub mod lifecycle;
 mod op;
@@ -36,6 +37,8 @@ mod var;
 
 pub use domain::ForkDomain;
 pub use engine::{Config, Engine, ForkReport, QuiesceGuard, ShutdownReport};
+#[cfg(any(loom, shuttle))]
+pub use engine::ForkSnapshot;
 pub use error::{Error, OpError, OpErrorKind, Result};
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;

@@ -52,7 +52,7 @@ impl Priority {
 }
 
 /// What identifies an op in reports and errors.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OpInfo {
     /// Push sequence number, unique per engine.
     pub id: u64,
@@ -73,7 +73,7 @@ pub trait Payload: Send + Sized + 'static {
 }
 
 /// What an op does when it is dispatched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Action {
     /// Run the payload; completion when it returns.
     Sync,

@@ -79,6 +79,12 @@ impl<P> LaneState<P> {
         self.bands[band].pop_front()
     }
 
+    /// Ids of the queued ops, band by band.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.bands.iter().flatten().map(|op| op.info.id).collect()
+    }
+
     /// Removes and returns every queued op (shutdown, fork child).
     pub(crate) fn drain(&mut self) -> Vec<Arc<OpCell<P>>> {
         self.bands.iter_mut().flat_map(|b| b.drain(..)).collect()

@@ -7,6 +7,7 @@ use super::worker::Spawns;
 use super::Shared;
 use crate::error::{Error, OpError, Result};
 use crate::op::{Action, Lane, OpCell, Payload, QUEUED, RUNNING};
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Ordering, Thread};
 
 /// How an op ended.
@@ -128,7 +129,9 @@ impl<P: Payload> Shared<P> {
                     _ => {}
                 }
                 v.version += 1;
-                wake.append(&mut v.waiters);
+                if !mutant::active(Mutant::LostNotify) {
+                    wake.append(&mut v.waiters);
+                }
             }
             v.remove(op, ready);
         }
@@ -141,7 +144,7 @@ impl<P: Payload> Shared<P> {
         shard.remove(&id);
         // Read under the shard lock: a waiter registers before it scans the
         // shards, so either it sees this removal or this load sees it.
-        if self.all_waiting.load(Ordering::SeqCst) > 0 {
+        if self.all_waiting.load(Ordering::SeqCst) > 0 && !mutant::active(Mutant::LostNotify) {
             let lowest = shard.keys().next().copied();
             for w in self.all_waiters.lock().iter() {
                 if lowest.is_none_or(|l| l >= w.limit) {

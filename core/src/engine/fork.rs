@@ -7,6 +7,7 @@ use super::Shared;
 use crate::error::OpErrorKind;
 use crate::lifecycle::{next, Event, State};
 use crate::op::{Action, Lane, OpCell, OpInfo, Payload, DONE};
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{spin_step, Arc, Ordering};
 
 /// What a fork child inherited from its parent's engine.
@@ -32,6 +33,24 @@ impl<P: Payload> Shared<P> {
         self.gate.close();
         let carried = self.calling_op().map_or(0, |id| id + 1);
         self.carried.store(carried, Ordering::Release);
+        if mutant::active(Mutant::DrainingPrepare) {
+            self.mutant_drain_host_lane();
+        }
+    }
+
+    /// Negative control (a), the seed's protocol: wait for the host lane's
+    /// running ops without releasing the host lock.
+    fn mutant_drain_host_lane(&self) {
+        loop {
+            {
+                let mut ls = self.lane(Lane::Host).lock();
+                if ls.running == 0 {
+                    return;
+                }
+                ls.drain_waiters.push(crate::sync::current_thread());
+            }
+            crate::sync::park_until(&self.clock, None);
+        }
     }
 
     /// Parent: back to exactly the pre-fork state.
@@ -87,6 +106,9 @@ impl<P: Payload> Shared<P> {
                 report.carried = Some(op.info.clone());
                 continue;
             }
+            if mutant::active(Mutant::ChildRerun) {
+                self.mutant_rerun(&op);
+            }
             let err = (op.action != Action::Delete).then(|| op.error(OpErrorKind::LostInFork));
             self.lose(&op, err.as_ref());
             match err {
@@ -126,6 +148,13 @@ impl<P: Payload> Shared<P> {
         self.pending.store(live, Ordering::Release);
         self.epoch.store(epoch, Ordering::Release);
         self.gate.open();
+    }
+
+    /// Negative control (d): the child runs an inherited op's body.
+    fn mutant_rerun(&self, op: &Arc<OpCell<P>>) {
+        if let Some(payload) = op.payload.lock().take() {
+            let _ = payload.run(None);
+        }
     }
 
     /// Completes an inherited op in the child without running it.

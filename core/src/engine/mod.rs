@@ -8,12 +8,16 @@ mod fork;
 mod push;
 mod quiesce;
 mod shutdown;
+#[cfg(any(loom, shuttle))]
+mod snapshot;
 mod wait;
 mod worker;
 
 pub use fork::ForkReport;
 pub use quiesce::QuiesceGuard;
 pub use shutdown::ShutdownReport;
+#[cfg(any(loom, shuttle))]
+pub use snapshot::ForkSnapshot;
 
 use crate::domain::{ForkDomain, ForkMember};
 use crate::error::{Error, OpError, Result};

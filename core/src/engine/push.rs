@@ -5,6 +5,7 @@ use super::worker::Spawns;
 use super::{sorted_unique, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::op::{Action, OpCell, OpInfo, OpSpec, Payload, QUEUED};
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{current_thread, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::var::Var;
 use std::time::Duration;
@@ -56,6 +57,9 @@ impl<P: Payload> Shared<P> {
         sorted_unique(&mut vars)?;
         if this.state().refuses_pushes() {
             return Err(Error::ShutDown);
+        }
+        if mutant::active(Mutant::PushWaitsForQuiesce) {
+            this.mutant_wait_for_resume();
         }
         this.reserve(block)?;
         let accepted = Shared::accept(this, spec, vars);
@@ -121,6 +125,15 @@ impl<P: Payload> Shared<P> {
         drop(section);
         Shared::spawn_workers(this, spawns);
         Ok(id)
+    }
+
+    /// Negative control (c): wait until no quiesce holds, keeping the host
+    /// lock.
+    fn mutant_wait_for_resume(&self) {
+        use crate::lifecycle::State;
+        while matches!(self.state(), State::Quiescing | State::Quiesced) {
+            crate::sync::spin_step(0);
+        }
     }
 
     /// Takes a slot under the pending bound, waiting for one if `block`.

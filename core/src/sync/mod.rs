@@ -36,13 +36,15 @@ use std as imp;
 
 pub use imp::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub use imp::sync::Arc;
-pub use imp::thread::{JoinHandle, Thread};
+pub use imp::thread::{JoinHandle, Thread, ThreadId};
 
 /// Declares a thread-local; checked by the model in model builds.
 pub use imp::thread_local;
 
 mod clock;
 pub use clock::{Clock, Instant};
+
+pub mod mutant;
 
 /// True in loom and shuttle builds, where spin loops become single yields.
 pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));

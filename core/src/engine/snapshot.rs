@@ -1,0 +1,249 @@
+//! Model builds only: fork as the OS does it. At prepare's fork point (gate
+//! closed, no section open) the parent model copies the engine into plain
+//! data; a child model rebuilds an engine from that copy with fresh
+//! primitives, in a domain whose epoch has moved on, and its first call
+//! settles it exactly as a real child would (DESIGN.md, "How the models
+//! check this"). loom allows few threads per run and never reuses one, so
+//! the two worlds run as two models.
+
+use super::{Config, Engine};
+use crate::domain::ForkDomain;
+use crate::error::{Error, OpError, Result};
+use crate::host::HostBridge;
+use crate::lifecycle::State;
+use crate::op::{Action, Lane, OpCell, OpInfo, Payload};
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::var::{Use, Var, VarInner, VarState};
+use std::collections::HashMap;
+
+/// A plain-data copy of an engine at the fork point.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ForkSnapshot<P> {
+    epoch: u64,
+    state: State,
+    quiesces: usize,
+    errors: Vec<OpError>,
+    carried: u64,
+    next_op: u64,
+    next_var: u64,
+    ops: Vec<OpCopy<P>>,
+    vars: Vec<VarCopy>,
+    lanes: Vec<LaneCopy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct OpCopy<P> {
+    info: OpInfo,
+    reads: Vec<u64>,
+    writes: Vec<u64>,
+    run_on_error: bool,
+    action: Action,
+    missing: usize,
+    status: usize,
+    payload: Option<P>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct VarCopy {
+    id: u64,
+    holders: Vec<(u64, bool, u64)>,
+    queue: Vec<(u64, bool, u64)>,
+    pushed_writes: u64,
+    version: u64,
+    poison: Option<OpError>,
+    deleted: bool,
+    freed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LaneCopy {
+    ready: Vec<u64>,
+    workers: usize,
+    running: usize,
+    paused: bool,
+    stopped: bool,
+    in_bridge: usize,
+}
+
+impl<P: Payload + Clone> Engine<P> {
+    /// Copies the engine at the fork point: call between
+    /// [`ForkDomain::prepare`] and [`ForkDomain::parent`] on the forking
+    /// thread. `vars` are the vars the child model will use (an engine keeps
+    /// no list of idle vars). [`Error::ForkInProgress`] is never returned;
+    /// [`Error::InvalidConfig`] if the fork gate is open.
+    pub fn fork_snapshot(&self, vars: &[Var<P>]) -> Result<ForkSnapshot<P>> {
+        let s = &self.shared;
+        if s.gate.try_enter().is_some() {
+            return Err(Error::InvalidConfig("fork_snapshot outside a fork window"));
+        }
+        let ops: Vec<OpCopy<P>> = s
+            .live_ops()
+            .iter()
+            .map(|op| OpCopy {
+                info: op.info.clone(),
+                reads: op.reads.iter().map(|v| v.state.id).collect(),
+                writes: op.writes.iter().map(|v| v.state.id).collect(),
+                run_on_error: op.run_on_error,
+                action: op.action,
+                missing: op.missing.load(Ordering::Acquire),
+                status: op.status.load(Ordering::Acquire),
+                payload: op.payload.lock().clone(),
+            })
+            .collect();
+        let copy_uses = |uses: &mut dyn Iterator<Item = &Use<P>>| -> Vec<(u64, bool, u64)> {
+            uses.map(|u| (u.op.info.id, u.write, u.write_index)).collect()
+        };
+        let mut var_copies = Vec::new();
+        for v in vars {
+            s.check_var(v)?;
+            let inner = v.state.inner.lock();
+            var_copies.push(VarCopy {
+                id: v.state.id,
+                holders: copy_uses(&mut inner.holders.iter()),
+                queue: copy_uses(&mut inner.queue.iter()),
+                pushed_writes: inner.pushed_writes,
+                version: inner.version,
+                poison: inner.poison.clone(),
+                deleted: inner.deleted,
+                freed: inner.freed,
+            });
+        }
+        let lanes = Lane::ALL
+            .iter()
+            .map(|&lane| {
+                let ls = s.lane(lane).lock();
+                LaneCopy {
+                    ready: ls.ids(),
+                    workers: ls.workers,
+                    running: ls.running,
+                    paused: ls.paused,
+                    stopped: ls.stopped,
+                    in_bridge: ls.in_bridge,
+                }
+            })
+            .collect();
+        let ctl = s.ctl.lock();
+        Ok(ForkSnapshot {
+            epoch: s.epoch.load(Ordering::Acquire),
+            state: ctl.state,
+            quiesces: ctl.quiesces,
+            errors: ctl.errors.clone(),
+            carried: s.carried.load(Ordering::Acquire),
+            next_op: s.next_op.load(Ordering::Acquire),
+            next_var: s.next_var.load(Ordering::Acquire),
+            ops,
+            vars: var_copies,
+            lanes,
+        })
+    }
+
+    /// The child world: an engine rebuilt from `snap` with fresh primitives,
+    /// in `domain`, whose epoch must be past the snapshot's (a fresh domain
+    /// from [`ForkDomain::with_epoch`]). Returns the engine and the vars, in
+    /// the order given to [`Engine::fork_snapshot`]. The engine settles at
+    /// its first call, as a real child's does.
+    pub fn from_fork_snapshot(
+        domain: &'static ForkDomain,
+        config: Config,
+        bridge: Box<dyn HostBridge>,
+        snap: &ForkSnapshot<P>,
+    ) -> Result<(Engine<P>, Vec<Var<P>>)> {
+        let engine = Engine::with_bridge(domain, config, bridge)?;
+        let s = &engine.shared;
+        let key = s.key();
+        let vars: Vec<Var<P>> = snap
+            .vars
+            .iter()
+            .map(|v| Var {
+                engine: key,
+                state: Arc::new(VarState {
+                    id: v.id,
+                    inner: Mutex::new(VarInner::new()),
+                }),
+            })
+            .collect();
+        let by_id: HashMap<u64, Var<P>> = vars.iter().map(|v| (v.state.id, v.clone())).collect();
+        let find = |id: &u64| by_id.get(id).cloned().ok_or(Error::ForeignVar);
+        let mut ops: HashMap<u64, Arc<OpCell<P>>> = HashMap::new();
+        for o in &snap.ops {
+            let op = Arc::new(OpCell {
+                info: o.info.clone(),
+                epoch: AtomicU64::new(snap.epoch),
+                reads: o.reads.iter().map(find).collect::<Result<_>>()?,
+                writes: o.writes.iter().map(find).collect::<Result<_>>()?,
+                run_on_error: o.run_on_error,
+                action: o.action,
+                missing: AtomicUsize::new(o.missing),
+                status: AtomicUsize::new(o.status),
+                payload: Mutex::new(o.payload.clone()),
+            });
+            s.live_shard(o.info.id).lock().insert(o.info.id, op.clone());
+            ops.insert(o.info.id, op);
+        }
+        let rebuild = |uses: &[(u64, bool, u64)]| -> Result<Vec<Use<P>>> {
+            uses.iter()
+                .map(|(id, write, write_index)| {
+                    let op = ops.get(id).cloned().ok_or(Error::ForeignVar)?;
+                    Ok(Use {
+                        op,
+                        write: *write,
+                        write_index: *write_index,
+                    })
+                })
+                .collect()
+        };
+        for (v, c) in vars.iter().zip(&snap.vars) {
+            let mut inner = v.state.inner.lock();
+            inner.holders = rebuild(&c.holders)?;
+            inner.queue = rebuild(&c.queue)?.into();
+            inner.pushed_writes = c.pushed_writes;
+            inner.version = c.version;
+            inner.poison = c.poison.clone();
+            inner.deleted = c.deleted;
+            inner.freed = c.freed;
+        }
+        for (lane, c) in Lane::ALL.iter().zip(&snap.lanes) {
+            let mut ls = s.lane(*lane).lock();
+            for id in &c.ready {
+                ls.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
+            }
+            ls.workers = c.workers;
+            ls.running = c.running;
+            ls.paused = c.paused;
+            ls.stopped = c.stopped;
+            ls.in_bridge = c.in_bridge;
+        }
+        {
+            let mut ctl = s.ctl.lock();
+            s.set_state(&mut ctl, snap.state);
+            ctl.quiesces = snap.quiesces;
+            ctl.errors = snap.errors.clone();
+        }
+        s.carried.store(snap.carried, Ordering::Release);
+        s.next_op.store(snap.next_op, Ordering::Release);
+        s.next_var.store(snap.next_var, Ordering::Release);
+        s.epoch.store(snap.epoch, Ordering::Release);
+        // As at the fork point: the gate is closed until the child settles.
+        s.gate.close();
+        Ok((engine, vars))
+    }
+}
+
+impl<P> ForkSnapshot<P> {
+    /// Ids of the ops pending at the fork.
+    pub fn pending_ops(&self) -> Vec<u64> {
+        self.ops.iter().map(|o| o.info.id).collect()
+    }
+}
+
+impl ForkDomain {
+    /// Model builds: a fresh domain at `epoch`, for a child world.
+    pub fn with_epoch(epoch: u64) -> ForkDomain {
+        let d = ForkDomain::new();
+        for _ in 0..epoch {
+            d.child();
+        }
+        d
+    }
+}
+

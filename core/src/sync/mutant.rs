@@ -1,0 +1,49 @@
+//! Deliberately broken variants of the engine (negative controls), for
+//! model builds only: the models switch one on and check that loom or
+//! shuttle catches the bug. Production builds cannot enable them: there
+//! [`active`] is a constant `false` and the switch does not exist.
+//!
+//! The switch is a thread-local of the test's OS thread: loom and shuttle
+//! run a model's threads as coroutines on that thread, so they all see it,
+//! and tests running in parallel do not see each other's.
+
+/// A broken variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// The seed's protocol: fork prepare waits for running host ops to
+    /// finish while the forking thread holds the host lock (breaks H2).
+    DrainingPrepare,
+    /// Completion forgets to wake `wait_for_var` and `wait_all` waiters.
+    LostNotify,
+    /// Push waits for a quiesce to end without releasing the host lock
+    /// (breaks H2).
+    PushWaitsForQuiesce,
+    /// The fork child runs inherited ops instead of completing them with
+    /// `LostInFork` (breaks I5).
+    ChildRerun,
+}
+
+#[cfg(any(loom, shuttle))]
+std::thread_local! {
+    static ACTIVE: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Model builds: switches `mutant` on (or every mutant off) for models run
+/// from this OS thread.
+#[cfg(any(loom, shuttle))]
+pub fn set(mutant: Option<Mutant>) {
+    ACTIVE.with(|a| a.set(mutant));
+}
+
+/// Whether `mutant` is switched on.
+#[cfg(any(loom, shuttle))]
+pub fn active(mutant: Mutant) -> bool {
+    ACTIVE.with(|a| a.get()) == Some(mutant)
+}
+
+/// Whether `mutant` is switched on: never, in production builds.
+#[cfg(not(any(loom, shuttle)))]
+pub const fn active(mutant: Mutant) -> bool {
+    let _ = mutant;
+    false
+}
