@@ -1,0 +1,1 @@
+//! Placeholder for forksafe's fuzz targets; they come with issue 5.
