@@ -12,6 +12,13 @@ pub(crate) trait ForkMember: Send + Sync {
     fn id(&self) -> u64;
     fn prepare(&self);
     fn parent(&self);
+    /// A second handle on the same engine, for use outside the registry
+    /// lock (see `drain.rs`).
+    fn handle(&self) -> Box<dyn ForkMember>;
+    /// The engine's lifecycle state.
+    fn state(&self) -> crate::lifecycle::State;
+    /// Takes a quiesce of the engine; the guard, type-erased.
+    fn quiesce(&self, timeout: std::time::Duration) -> crate::Result<Box<dyn Send>>;
 }
 
 /// The process-wide fork state. Guards I5 and I6: [`ForkDomain::prepare`]
@@ -187,6 +194,12 @@ impl ForkDomain {
         // lock (dropping an engine's last reference may drop payloads).
         drop(removed);
         Ok(())
+    }
+
+    /// Handles on every registered engine, taken inside a registry section
+    /// and used outside it (`drain.rs`).
+    pub(crate) fn member_handles(&self) -> crate::Result<Vec<Box<dyn ForkMember>>> {
+        self.with_members(|m| m.iter().map(|x| x.handle()).collect())
     }
 
     /// The number of live engines registered.

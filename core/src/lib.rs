@@ -24,10 +24,12 @@ pub mod sync;
 
 mod current;
 mod domain;
+mod drain;
 mod engine;
 mod error;
 mod gate;
 pub mod gil;
+pub mod global;
 mod host;
 pub mod lifecycle;
 mod op;
@@ -36,9 +38,10 @@ mod token;
 mod var;
 
 pub use domain::ForkDomain;
-pub use engine::{Config, Engine, ForkReport, QuiesceGuard, ShutdownReport};
+pub use drain::DomainQuiesce;
 #[cfg(any(loom, shuttle))]
 pub use engine::ForkSnapshot;
+pub use engine::{Config, Engine, ForkReport, QuiesceGuard, ShutdownReport};
 pub use error::{Error, OpError, OpErrorKind, Result};
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;

@@ -1,2 +1,74 @@
-//! forksafe: placeholder until the engine issue.
+//! `forksafe`: a dependency-tracking asynchronous operation engine that
+//! stays correct across `fork()`.
+//!
+//! Ops are closures with the vars they read and write; each var's ops take
+//! effect in push order (writes alone, reads between writes together), on
+//! a compute lane or on a host lane that calls host code (an embedding
+//! interpreter) with the host's global lock held through a
+//! [`HostBridge`]. The concurrency core — locks, queues, the worker loop,
+//! the quiesce/fork/shutdown protocol — is [`forksafe_core`], model-checked
+//! under loom and shuttle; this crate sizes its pools, registers the real
+//! `pthread_atfork` handlers, and adds the default engine, [`fork`] and the
+//! exit hook.
+//!
+//! ```
+//! use forksafe::{Config, Engine};
+//! let engine = Engine::new(Config::default()).unwrap();
+//! let x = engine.new_var().unwrap();
+//! engine.op("fill x").writes(&[&x]).run(|| { /* compute */ }).unwrap();
+//! engine.op("use x").reads(&[&x]).host().run(|| { /* call the host */ }).unwrap();
+//! engine.wait_all().unwrap();
+//! ```
+//!
+//! # Fork
+//!
+//! - Raw `fork()` (libc, nix, a library, `std::process::Command`) works:
+//!   the prepare handler makes every engine's state consistent without
+//!   waiting for any op (so it cannot deadlock on a host lock the forking
+//!   thread holds), the parent goes on exactly as before, and in the child
+//!   every op pending at the fork completes with
+//!   [`OpErrorKind::LostInFork`] without running. See `FORK_SAFETY.md`.
+//! - [`fork`] quiesces every engine first (bounded by
+//!   [`Config::fork_drain`]), so no op is mid-flight at the fork.
+//!
+//! # Errors, panics, exit
+//!
+//! Bad input is a typed [`Error`]. An op that fails or panics poisons the
+//! vars it writes; with `panic = "abort"`, a panicking op aborts the
+//! process. Statics are never dropped: see [`ExitGuard`] for shutting the
+//! engine down before the process exits.
+
+mod atfork;
+pub mod bridge;
+mod config;
+mod default;
+mod engine;
+mod exit;
+mod fork;
+mod op;
+mod task;
+
+pub use atfork::fork_epoch;
+pub use bridge::{HostBridge, NoHost};
+pub use config::{Config, MAX_DEADLINE};
+pub use default::{
+    default_engine, default_engine_if_started, default_exit_guard, init_default, shutdown_default,
+};
+pub use engine::{Engine, OpId};
+pub use exit::ExitGuard;
+pub use fork::{fork, fork_with, DrainReport, Forked};
+pub use op::OpBuilder;
+pub use task::{Task, Token};
+
+/// The concurrency core this crate is built on.
 pub use forksafe_core as core;
+pub use forksafe_core::{
+    Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, Priority, Result, ShutdownReport, State,
+};
+
+/// A var of the production engine: a handle naming a resource, whose
+/// version each completed write bumps. Vars survive a fork.
+pub type Var = forksafe_core::Var<Task>;
+
+/// A held quiesce of one engine ([`Engine::quiesce`]).
+pub type QuiesceGuard = forksafe_core::QuiesceGuard<Task>;

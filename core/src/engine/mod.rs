@@ -182,6 +182,17 @@ impl<P: Payload> ForkMember for Member<P> {
     fn parent(&self) {
         self.0.parent();
     }
+    fn handle(&self) -> Box<dyn ForkMember> {
+        Box::new(Member(self.0.clone()))
+    }
+    fn state(&self) -> State {
+        self.0.state()
+    }
+    fn quiesce(&self, timeout: Duration) -> Result<Box<dyn Send>> {
+        let deadline = self.0.deadline(timeout)?;
+        let guard = Shared::quiesce(&self.0, deadline)?;
+        Ok(Box::new(guard))
+    }
 }
 
 impl<P: Payload> Engine<P> {

@@ -40,7 +40,7 @@ impl<P: Payload> Engine<P> {
 }
 
 impl<P: Payload> Shared<P> {
-    fn quiesce(this: &Arc<Self>, deadline: Instant) -> Result<QuiesceGuard<P>> {
+    pub(crate) fn quiesce(this: &Arc<Self>, deadline: Instant) -> Result<QuiesceGuard<P>> {
         let caller_lane = this
             .calling_op()
             .and_then(|c| this.live_op(c))

@@ -1,0 +1,92 @@
+//! Engine configuration: pool sizes, thread names, the fork drain bound and
+//! the shutdown deadline, validated before an engine starts.
+
+use crate::Error;
+use std::time::Duration;
+
+/// The longest drain bound or shutdown deadline accepted (one hour).
+pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// How an engine is sized and bounded. Build from [`Config::default`] and
+/// override fields; [`Config::validate`] (run by every constructor) rejects
+/// out-of-range values with [`Error::InvalidConfig`].
+///
+/// ```
+/// use forksafe::{Config, Engine};
+/// use std::time::Duration;
+/// let config = Config {
+///     compute_workers: 4,
+///     fork_drain: Duration::from_millis(500),
+///     ..Config::default()
+/// };
+/// let engine = Engine::new(config).unwrap();
+/// assert_eq!(engine.config().compute_workers, 4);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Worker threads of the compute lane (1..=1024). Workers start lazily.
+    pub compute_workers: usize,
+    /// Worker threads of the host lane (1..=1024).
+    pub host_workers: usize,
+    /// Bound on pending ops (`None`: unbounded, the default).
+    pub max_pending: Option<usize>,
+    /// Prefix of worker thread names: 1..=32 bytes, no NUL.
+    pub thread_name: String,
+    /// How long [`crate::fork`] waits for running ops before forking anyway
+    /// (positive, at most [`MAX_DEADLINE`]).
+    pub fork_drain: Duration,
+    /// How long [`crate::Engine::shutdown_now`] and `Drop` let queued ops
+    /// run before cancelling them (positive, at most [`MAX_DEADLINE`]).
+    pub shutdown_deadline: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let core = forksafe_core::Config::default();
+        Config {
+            compute_workers: core.compute_workers,
+            host_workers: core.host_workers,
+            max_pending: core.max_pending,
+            thread_name: core.thread_name,
+            fork_drain: Duration::from_secs(5),
+            shutdown_deadline: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every value's range.
+    ///
+    /// ```
+    /// use forksafe::{Config, Error};
+    /// use std::time::Duration;
+    /// let bad = Config { fork_drain: Duration::ZERO, ..Config::default() };
+    /// assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        self.core().validate()?;
+        if self.thread_name.is_empty() || self.thread_name.len() > 32 {
+            return Err(Error::InvalidConfig("thread_name must be 1..=32 bytes"));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(Error::InvalidConfig("thread_name must not contain NUL"));
+        }
+        if self.fork_drain.is_zero() || self.fork_drain > MAX_DEADLINE {
+            return Err(Error::InvalidConfig("fork_drain must be in (0, 1h]"));
+        }
+        if self.shutdown_deadline.is_zero() || self.shutdown_deadline > MAX_DEADLINE {
+            return Err(Error::InvalidConfig("shutdown_deadline must be in (0, 1h]"));
+        }
+        Ok(())
+    }
+
+    /// The part of the config that sizes core's pools.
+    pub(crate) fn core(&self) -> forksafe_core::Config {
+        forksafe_core::Config {
+            compute_workers: self.compute_workers,
+            host_workers: self.host_workers,
+            max_pending: self.max_pending,
+            thread_name: self.thread_name.clone(),
+        }
+    }
+}

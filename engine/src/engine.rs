@@ -1,0 +1,238 @@
+//! Explicit engines: a core engine over boxed closures, with its config,
+//! the fork handlers registered before it starts, and a `Drop` that shuts
+//! it down within its deadline.
+
+use crate::atfork::{ensure_registered, DOMAIN};
+use crate::{
+    Config, ForkReport, HostBridge, NoHost, OpBuilder, OpError, QuiesceGuard, Result,
+    ShutdownReport, State, Task, Var,
+};
+use forksafe_core::OpSpec;
+use std::time::Duration;
+
+/// An op id: the push sequence number, unique per engine.
+pub type OpId = u64;
+
+/// A dependency engine (DESIGN.md): ops with read and write sets run on
+/// worker lanes in per-var push order, and the engine stays usable across
+/// `fork()`. Workers start lazily. Dropping it shuts it down within
+/// [`Config::shutdown_deadline`] (see [`Engine::shutdown`]).
+///
+/// ```
+/// use forksafe::{Config, Engine};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// let engine = Engine::new(Config::default()).unwrap();
+/// let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+/// let n = Arc::new(AtomicU32::new(0));
+/// let n2 = n.clone();
+/// engine.op("produce").writes(&[&a]).run(move || { n2.fetch_add(1, Ordering::SeqCst); }).unwrap();
+/// engine.op("consume").reads(&[&a]).writes(&[&b]).run(|| {}).unwrap();
+/// engine.wait_for_var(&b).unwrap();
+/// assert_eq!(n.load(Ordering::SeqCst), 1);
+/// engine.wait_all().unwrap();
+/// ```
+pub struct Engine {
+    inner: forksafe_core::Engine<Task>,
+    config: Config,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("id", &self.inner.id())
+            .field("state", &self.inner.state())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine with no host runtime ([`NoHost`]).
+    pub fn new(config: Config) -> Result<Engine> {
+        Engine::with_bridge(config, Box::new(NoHost))
+    }
+
+    /// An engine whose host lane calls host code through `bridge`.
+    ///
+    /// ```
+    /// use forksafe::{bridge::NoHost, Config, Engine, Error};
+    /// let bad = Config { host_workers: 0, ..Config::default() };
+    /// assert!(matches!(Engine::with_bridge(bad, Box::new(NoHost)), Err(Error::InvalidConfig(_))));
+    /// ```
+    pub fn with_bridge(config: Config, bridge: Box<dyn HostBridge>) -> Result<Engine> {
+        config.validate()?;
+        ensure_registered()?;
+        let inner = forksafe_core::Engine::with_bridge(&DOMAIN, config.core(), bridge)?;
+        Ok(Engine { inner, config })
+    }
+
+    /// The config the engine was built with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The core engine underneath, for what this wrapper does not expose.
+    pub fn core(&self) -> &forksafe_core::Engine<Task> {
+        &self.inner
+    }
+
+    /// The engine's lifecycle state.
+    pub fn state(&self) -> State {
+        self.inner.state()
+    }
+
+    /// A new var of this engine.
+    pub fn new_var(&self) -> Result<Var> {
+        self.inner.new_var()
+    }
+
+    /// Starts building an op named `name` (see [`OpBuilder`]).
+    ///
+    /// ```
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let v = engine.new_var().unwrap();
+    /// engine.op("write v").writes(&[&v]).run(|| {}).unwrap();
+    /// engine.wait_for_var(&v).unwrap();
+    /// ```
+    pub fn op(&self, name: impl Into<String>) -> OpBuilder<'_> {
+        OpBuilder::new(self, name.into())
+    }
+
+    /// Pushes a raw core op spec (blocking for room if a pending bound is
+    /// set, with the host lock released).
+    pub fn push(&self, spec: OpSpec<Task>) -> Result<OpId> {
+        self.inner.push(spec)
+    }
+
+    /// Pushes a raw core op spec, or [`crate::Error::Full`] at the pending bound.
+    pub fn try_push(&self, spec: OpSpec<Task>) -> Result<OpId> {
+        self.inner.try_push(spec)
+    }
+
+    /// Deletes `var` once every op pushed on it so far has completed; later
+    /// pushes naming it get [`crate::Error::DeletedVar`].
+    ///
+    /// ```
+    /// # use forksafe::Error;
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let v = engine.new_var().unwrap();
+    /// engine.delete_var(&v).unwrap();
+    /// assert_eq!(engine.op("late").writes(&[&v]).run(|| {}), Err(Error::DeletedVar));
+    /// ```
+    pub fn delete_var(&self, var: &Var) -> Result<OpId> {
+        self.inner.delete_var(var)
+    }
+
+    /// Clears the var's poison: an op ordered on the var like any other.
+    pub fn clear_poison(&self, var: &Var) -> Result<OpId> {
+        self.inner.clear_poison(var)
+    }
+
+    /// The var's version: how many writes of it have completed.
+    pub fn var_version(&self, var: &Var) -> Result<u64> {
+        self.inner.var_version(var)
+    }
+
+    /// The error the var is poisoned with, if any.
+    pub fn var_poison(&self, var: &Var) -> Result<Option<OpError>> {
+        self.inner.var_poison(var)
+    }
+
+    /// Returns once every write of `var` pushed before has completed, then
+    /// its poison as [`crate::Error::Poisoned`]. Waits with the host lock
+    /// released. From inside an op: waits only for ops pushed before that
+    /// op ([`crate::Error::WaitOnSelf`] if the op writes `var` itself).
+    pub fn wait_for_var(&self, var: &Var) -> Result<()> {
+        self.inner.wait_for_var(var)
+    }
+
+    /// [`Engine::wait_for_var`] with a deadline ([`crate::Error::Timeout`]; a zero
+    /// timeout is [`crate::Error::ZeroTimeout`]).
+    pub fn wait_for_var_timeout(&self, var: &Var, timeout: Duration) -> Result<()> {
+        self.inner.wait_for_var_timeout(var, timeout)
+    }
+
+    /// Returns once every op pushed before has completed, then every error
+    /// first raised since the previous `wait_all` as [`crate::Error::OpsFailed`].
+    pub fn wait_all(&self) -> Result<()> {
+        self.inner.wait_all()
+    }
+
+    /// [`Engine::wait_all`] with a deadline.
+    pub fn wait_all_timeout(&self, timeout: Duration) -> Result<()> {
+        self.inner.wait_all_timeout(timeout)
+    }
+
+    /// How many ops are accepted and not yet complete.
+    pub fn pending(&self) -> Result<usize> {
+        self.inner.pending()
+    }
+
+    /// Stops dispatch and waits (host lock released) until every running op
+    /// has completed; dispatch resumes when the guard drops.
+    ///
+    /// ```
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let guard = engine.quiesce(std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!(engine.state(), forksafe::State::Quiesced);
+    /// drop(guard);
+    /// ```
+    pub fn quiesce(&self, timeout: Duration) -> Result<QuiesceGuard> {
+        self.inner.quiesce(timeout)
+    }
+
+    /// In a fork child: what this engine inherited (ops completed with
+    /// `LostInFork`, the op carried by a fork from inside its body).
+    pub fn fork_report(&self) -> Result<Option<ForkReport>> {
+        self.inner.fork_report()
+    }
+
+    /// Shuts down: pushes fail with [`crate::Error::ShutDown`] from now on, queued
+    /// ops run until `timeout` and are then cancelled, and once this
+    /// returns the engine never calls host code again. Waits with the host
+    /// lock released. A second call returns an empty report.
+    ///
+    /// It returns after the deadline plus the time the host ops running at
+    /// the deadline take to return (a body cannot be stopped; the engine
+    /// waits for it to leave the host bridge, so that no host call happens
+    /// afterwards).
+    ///
+    /// ```
+    /// # use forksafe::Error;
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// engine.shutdown(std::time::Duration::from_secs(1)).unwrap();
+    /// assert_eq!(engine.op("late").run(|| {}), Err(Error::ShutDown));
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) -> Result<ShutdownReport> {
+        self.inner.shutdown(timeout)
+    }
+
+    /// [`Engine::shutdown`] with [`Config::shutdown_deadline`].
+    pub fn shutdown_now(&self) -> Result<ShutdownReport> {
+        self.inner.shutdown(self.config.shutdown_deadline)
+    }
+
+    /// A guard that shuts this engine down when it drops: the exit-hook
+    /// pattern for explicit engines (hold it in `main`). See
+    /// [`crate::ExitGuard`].
+    pub fn exit_guard(&self) -> crate::ExitGuard<'_> {
+        crate::ExitGuard::new(self)
+    }
+
+    /// [`crate::fork_with`] bounded by this engine's
+    /// [`Config::fork_drain`]: quiesces every live engine, then forks.
+    pub fn fork(&self) -> Result<crate::Forked> {
+        crate::fork_with(self.config.fork_drain)
+    }
+}
+
+impl Drop for Engine {
+    /// Shuts the engine down within [`Config::shutdown_deadline`] (plus the
+    /// running host bodies, see [`Engine::shutdown`]), with the host lock
+    /// released; never calls into a host that is finalising (its payloads
+    /// are leaked instead); never panics.
+    fn drop(&mut self) {
+        let _ = self.inner.shutdown(self.config.shutdown_deadline);
+    }
+}

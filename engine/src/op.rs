@@ -1,0 +1,167 @@
+//! The push API: `engine.op("name").reads(..).writes(..).run(..)`.
+
+use crate::{Engine, Lane, OpId, Priority, Result, Task, Token, Var};
+use forksafe_core::OpSpec;
+
+/// An op being built; finish it with [`OpBuilder::run`],
+/// [`OpBuilder::try_run`] or [`OpBuilder::run_async`]. A var may appear
+/// once, in one list ([`crate::Error::DuplicateVar`] otherwise).
+///
+/// ```
+/// use forksafe::{Engine, Priority};
+/// let engine = Engine::new(Default::default()).unwrap();
+/// let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
+/// engine.op("step").reads(&[&a]).writes(&[&b]).priority(Priority::High).run(|| {}).unwrap();
+/// engine.op("host step").writes(&[&a]).host().run(|| {}).unwrap();
+/// engine.op("async").writes(&[&b]).run_async(|token| {
+///     std::thread::spawn(move || { token.complete(Ok(())).unwrap(); });
+/// }).unwrap();
+/// engine.wait_all().unwrap();
+/// ```
+#[must_use = "an op is pushed only by one of the run methods"]
+pub struct OpBuilder<'e> {
+    engine: &'e Engine,
+    name: String,
+    reads: Vec<Var>,
+    writes: Vec<Var>,
+    lane: Lane,
+    priority: Priority,
+    run_on_error: bool,
+    fail_if_full: bool,
+}
+
+impl std::fmt::Debug for OpBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpBuilder")
+            .field("name", &self.name)
+            .field("reads", &self.reads)
+            .field("writes", &self.writes)
+            .field("lane", &self.lane)
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+impl<'e> OpBuilder<'e> {
+    pub(crate) fn new(engine: &'e Engine, name: String) -> Self {
+        OpBuilder {
+            engine,
+            name,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            lane: Lane::Compute,
+            priority: Priority::Normal,
+            run_on_error: false,
+            fail_if_full: false,
+        }
+    }
+
+    /// Vars the op reads.
+    pub fn reads(mut self, vars: &[&Var]) -> Self {
+        self.reads.extend(vars.iter().map(|v| (*v).clone()));
+        self
+    }
+
+    /// Vars the op writes (each completed write bumps the var's version).
+    pub fn writes(mut self, vars: &[&Var]) -> Self {
+        self.writes.extend(vars.iter().map(|v| (*v).clone()));
+        self
+    }
+
+    /// The priority band (default [`Priority::Normal`]); never reorders ops
+    /// on one var.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Runs the op on the host lane, with the host lock held (through the
+    /// engine's bridge).
+    pub fn host(self) -> Self {
+        self.lane(Lane::Host)
+    }
+
+    /// The lane (default [`Lane::Compute`]).
+    pub fn lane(mut self, lane: Lane) -> Self {
+        self.lane = lane;
+        self
+    }
+
+    /// Runs the op even if a var it touches is poisoned.
+    pub fn run_on_error(mut self) -> Self {
+        self.run_on_error = true;
+        self
+    }
+
+    /// Fails with [`crate::Error::Full`] at the engine's pending bound
+    /// instead of waiting for room.
+    pub fn fail_if_full(mut self) -> Self {
+        self.fail_if_full = true;
+        self
+    }
+
+    /// Pushes a sync op whose body cannot fail (a panic fails it).
+    pub fn run(self, body: impl FnOnce() + Send + 'static) -> Result<OpId> {
+        self.push(
+            Task::new(move |_| {
+                body();
+                Ok(())
+            }),
+            false,
+        )
+    }
+
+    /// Pushes a sync op whose body may fail: `Err(e)` poisons the vars it
+    /// writes with `e`'s message.
+    ///
+    /// ```
+    /// # use forksafe::Error;
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let v = engine.new_var().unwrap();
+    /// engine.op("bad").writes(&[&v]).try_run(|| Err("no disk")).unwrap();
+    /// assert!(matches!(engine.wait_for_var(&v), Err(Error::Poisoned(_))));
+    /// ```
+    pub fn try_run<E: std::fmt::Display>(
+        self,
+        body: impl FnOnce() -> std::result::Result<(), E> + Send + 'static,
+    ) -> Result<OpId> {
+        self.push(Task::new(move |_| body().map_err(|e| e.to_string())), false)
+    }
+
+    /// Pushes an async op: the body gets a [`Token`] and the op completes
+    /// when the token is completed (or dropped, which fails it).
+    pub fn run_async(self, body: impl FnOnce(Token) + Send + 'static) -> Result<OpId> {
+        self.push(
+            Task::new(move |token| {
+                match token {
+                    Some(t) => body(t),
+                    None => return Err("async op run without a token".into()),
+                }
+                Ok(())
+            }),
+            true,
+        )
+    }
+
+    fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {
+        let reads: Vec<Var> = self.reads;
+        let writes: Vec<Var> = self.writes;
+        let mut spec = OpSpec::new(task)
+            .name(self.name)
+            .reads(&reads)
+            .writes(&writes)
+            .lane(self.lane)
+            .priority(self.priority);
+        if self.run_on_error {
+            spec = spec.run_on_error();
+        }
+        if asynchronous {
+            spec = spec.asynchronous();
+        }
+        if self.fail_if_full {
+            self.engine.try_push(spec)
+        } else {
+            self.engine.push(spec)
+        }
+    }
+}
