@@ -1,0 +1,661 @@
+//! Real-fork integration tests. A `harness = false` binary: libtest's
+//! threads could hold output locks at a fork and hang the child. Each
+//! scenario runs in a fresh subprocess of this binary (its own process
+//! group) under a watchdog that kills it and fails; inside, every forked
+//! child reports with write(2), leaves with _exit, and is waited for under
+//! its own watchdog.
+//!
+//! `cargo test -p forksafe --test fork [NAME...]`; the last line reads
+//! `fork tests: N passed, M failed`.
+
+mod support;
+
+use forksafe::bridge::GilBridge;
+use forksafe::{Config, Engine, Forked, Lane};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+type Scenario = fn() -> Result<String, String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[
+    ("nothing_pending", nothing_pending),
+    ("many_pending_compute", many_pending_compute),
+    ("host_pending_gil_held", host_pending_gil_held),
+    ("drained_fork_gil_held", drained_fork_gil_held),
+    ("from_inside_op", from_inside_op),
+    ("while_others_push", while_others_push),
+    ("three_levels", three_levels),
+    ("thousand_forks", thousand_forks),
+    ("exit_with_pending_host_ops", exit_with_pending_host_ops),
+];
+
+/// Per-scenario watchdog (the scenario process and all it forked).
+const SCENARIO_LIMIT: Duration = Duration::from_secs(60);
+/// Watchdog of one forked child.
+const CHILD_LIMIT: Duration = Duration::from_secs(30);
+
+fn main() {
+    if let Ok(name) = std::env::var("FORKSAFE_SCENARIO") {
+        quiet_panics();
+        let Some((_, f)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
+            say(&format!("no scenario {name}\n"));
+            std::process::exit(3);
+        };
+        match std::panic::catch_unwind(f) {
+            Ok(Ok(detail)) => {
+                say(&format!("    {detail}\n"));
+                std::process::exit(0)
+            }
+            Ok(Err(e)) => {
+                say(&format!("    FAILED: {e}\n"));
+                std::process::exit(1)
+            }
+            Err(_) => std::process::exit(2),
+        }
+    }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (mut passed, mut failed) = (0, 0);
+    for (name, _) in SCENARIOS {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let started = Instant::now();
+        let (ok, output) = run_scenario(name);
+        let secs = started.elapsed().as_secs_f64();
+        if ok {
+            passed += 1;
+            println!("fork test {name} ... ok ({secs:.1}s)");
+        } else {
+            failed += 1;
+            println!("fork test {name} ... FAILED ({secs:.1}s)");
+        }
+        print!("{output}");
+    }
+    println!("fork tests: {passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// Runs one scenario in a fresh process group; kills the group at the limit.
+fn run_scenario(name: &str) -> (bool, String) {
+    let exe = std::env::current_exe().expect("current exe");
+    let out = std::env::temp_dir().join(format!("forksafe-fork-{}-{name}.log", std::process::id()));
+    let file = std::fs::File::create(&out).expect("log file");
+    let mut child = match Command::new(exe)
+        .env("FORKSAFE_SCENARIO", name)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return (false, format!("    cannot start: {e}\n")),
+    };
+    let deadline = Instant::now() + SCENARIO_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() > deadline => break None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) => break None,
+        }
+    };
+    let pgid = Pid::from_raw(child.id() as i32);
+    // Kill the whole group: the scenario and anything it forked.
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    match status {
+        Some(s) if s.success() => (true, log),
+        Some(s) => (false, log + &format!("    scenario exited: {s}\n")),
+        None => (
+            false,
+            log + &format!("    watchdog: killed after {SCENARIO_LIMIT:?} (hang)\n"),
+        ),
+    }
+}
+
+fn engine(compute: usize, host: usize) -> Engine {
+    Engine::new(Config {
+        compute_workers: compute,
+        host_workers: host,
+        ..Config::default()
+    })
+    .expect("engine")
+}
+
+fn gil_engine(compute: usize, host: usize) -> (Engine, Arc<GilBridge>) {
+    let gil = Arc::new(GilBridge::new());
+    let e = Engine::with_bridge(
+        Config {
+            compute_workers: compute,
+            host_workers: host,
+            ..Config::default()
+        },
+        Box::new(gil.clone()),
+    )
+    .expect("engine");
+    (e, gil)
+}
+
+fn nothing_pending() -> Result<String, String> {
+    let e = engine(2, 1);
+    let c = counters(100);
+    let vars = new_vars(&e, 8);
+    push_counted(&e, &c, 0..100, &vars, Lane::Compute, Duration::ZERO)?;
+    e.wait_all().map_err(|e| e.to_string())?;
+    let snap = snapshot(&c);
+    let pid = fork_raw(|| {
+        let lost = check_child(
+            &e,
+            ChildExpect {
+                snap,
+                counters: &c,
+                vars: &vars,
+                pushed: Some(100),
+                drained: true,
+            },
+        )?;
+        if lost != 0 {
+            return Err(format!("{lost} ops lost with nothing pending"));
+        }
+        Ok("nothing inherited, own ops ran".into())
+    })?;
+    wait_child(pid, CHILD_LIMIT)?;
+    push_counted(&e, &c, 0..0, &vars, Lane::Compute, Duration::ZERO)?;
+    check_parent(&e, &c, 100)?;
+    Ok("parent: 100/100 ops ran once; child: 0 lost".into())
+}
+
+fn many_pending_compute() -> Result<String, String> {
+    let e = engine(2, 1);
+    let n = 3000;
+    let c = counters(n);
+    let vars = new_vars(&e, 16);
+    push_counted(
+        &e,
+        &c,
+        0..n,
+        &vars,
+        Lane::Compute,
+        Duration::from_micros(20),
+    )?;
+    let lost_seen = Arc::new(AtomicBool::new(false));
+    let pid = fork_raw(|| {
+        let snap = snapshot(&c);
+        let lost = check_child(
+            &e,
+            ChildExpect {
+                snap,
+                counters: &c,
+                vars: &vars,
+                pushed: Some(n),
+                drained: false,
+            },
+        )?;
+        if lost == 0 {
+            return Err("expected pending ops at the fork".into());
+        }
+        Ok(format!(
+            "{lost} of {n} inherited ops completed LostInFork, none ran"
+        ))
+    })?;
+    wait_child(pid, CHILD_LIMIT)?;
+    lost_seen.store(true, Ordering::SeqCst);
+    check_parent(&e, &c, n)?;
+    Ok(format!("parent: {n}/{n} ops ran exactly once"))
+}
+
+/// The seed's deadlock: host ops wait for the GIL-like lock that the
+/// forking thread holds. Prepare does no draining, so the fork completes.
+fn host_pending_gil_held() -> Result<String, String> {
+    let (e, gil) = gil_engine(1, 1);
+    let n = 50;
+    let c = counters(n);
+    let vars = new_vars(&e, 4);
+    gil.lock().acquire();
+    push_counted(&e, &c, 0..n, &vars, Lane::Host, Duration::ZERO)?;
+    // Let the host worker enter the bridge and block on the lock.
+    while gil.calls() == 0 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let pid = fork_raw(|| {
+        if !gil.lock().held_by_me() {
+            return Err("the GIL-like lock is not held by the forking thread".into());
+        }
+        let snap = snapshot(&c);
+        if snap.iter().any(|&x| x != 0) {
+            return Err("a host op ran while the lock was held".into());
+        }
+        gil.lock().release();
+        let lost = check_child(
+            &e,
+            ChildExpect {
+                snap,
+                counters: &c,
+                vars: &vars,
+                pushed: Some(n),
+                drained: false,
+            },
+        )?;
+        if lost != n {
+            return Err(format!("{lost} of {n} host ops lost"));
+        }
+        // The child's host lane works (the lock was released above).
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        e.op("child host")
+            .host()
+            .run(move || r.store(true, Ordering::SeqCst))
+            .map_err(|e| e.to_string())?;
+        e.wait_all_timeout(Duration::from_secs(20))
+            .map_err(|e| e.to_string())?;
+        if !ran.load(Ordering::SeqCst) {
+            return Err("child host op did not run".into());
+        }
+        Ok(format!(
+            "lock held across fork; {lost} host ops LostInFork; own host op ran"
+        ))
+    })?;
+    let waited = wait_child(pid, CHILD_LIMIT);
+    gil.lock().release();
+    waited?;
+    check_parent(&e, &c, n)?;
+    Ok(format!(
+        "fork returned with the lock held; parent: {n}/{n} host ops ran once"
+    ))
+}
+
+/// forksafe::fork() with the lock held: the drain releases it through the
+/// bridge while it waits, so running host ops finish; queued ones are lost
+/// in the child, none was mid-flight.
+fn drained_fork_gil_held() -> Result<String, String> {
+    let (e, gil) = gil_engine(2, 1);
+    let n = 400;
+    let c = counters(n);
+    let vars = new_vars(&e, 8);
+    gil.lock().acquire();
+    push_counted(
+        &e,
+        &c,
+        0..n / 2,
+        &vars,
+        Lane::Host,
+        Duration::from_micros(200),
+    )?;
+    push_counted(
+        &e,
+        &c,
+        n / 2..n,
+        &vars,
+        Lane::Compute,
+        Duration::from_micros(200),
+    )?;
+    let forked = forksafe::fork_with(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    match forked {
+        Forked::Child { drain } => child_exit(|| {
+            let snap = snapshot(&c);
+            if !drain.drained() {
+                return Err(format!("drain timed out: {:?}", drain.timed_out));
+            }
+            if !gil.lock().held_by_me() {
+                return Err("lock not held in the child".into());
+            }
+            gil.lock().release();
+            let lost = check_child(
+                &e,
+                ChildExpect {
+                    snap,
+                    counters: &c,
+                    vars: &vars,
+                    pushed: Some(n),
+                    drained: true,
+                },
+            )?;
+            Ok(format!(
+                "drained fork: {lost} queued ops LostInFork, none mid-flight"
+            ))
+        }),
+        Forked::Parent { child, drain } => {
+            let waited = wait_child(child, CHILD_LIMIT);
+            if !gil.lock().held_by_me() {
+                return Err("parent lost the lock across the fork".into());
+            }
+            gil.lock().release();
+            waited?;
+            check_parent(&e, &c, n)?;
+            Ok(format!(
+                "parent: {n}/{n} ops ran once; {} engine(s) drained",
+                drain.engines
+            ))
+        }
+    }
+}
+
+/// A raw fork from inside an op body: the op goes on in the child and
+/// completes normally there; its thread serves the child's engine.
+fn from_inside_op() -> Result<String, String> {
+    let e = Arc::new(engine(2, 1));
+    let n = 1000;
+    let c = counters(n);
+    let vars = new_vars(&e, 8);
+    let fvar = e.new_var().map_err(|e| e.to_string())?;
+    push_counted(
+        &e,
+        &c,
+        0..n / 2,
+        &vars,
+        Lane::Compute,
+        Duration::from_micros(20),
+    )?;
+    let child_pid = Arc::new(Mutex::new(None));
+    let forker_runs = counters(1);
+    {
+        let (e2, c2, vars2, fvar2) = (e.clone(), c.clone(), vars.clone(), fvar.clone());
+        let (slot, runs) = (child_pid.clone(), forker_runs.clone());
+        e.op("forker")
+            .writes(&[&fvar])
+            .run(move || {
+                runs[0].fetch_add(1, Ordering::SeqCst);
+                // SAFETY: the child spawns a checker thread that leaves
+                // with _exit; no std lock is needed in between.
+                match unsafe { nix::unistd::fork() } {
+                    Ok(nix::unistd::ForkResult::Parent { child }) => {
+                        *slot.lock().unwrap() = Some(child);
+                    }
+                    Ok(nix::unistd::ForkResult::Child) => {
+                        let snap = snapshot(&c2);
+                        std::thread::spawn(move || {
+                            child_exit(|| {
+                                let report = e2
+                                    .fork_report()
+                                    .map_err(|e| e.to_string())?
+                                    .ok_or("no report")?;
+                                match &report.carried {
+                                    Some(op) if op.name == "forker" => {}
+                                    other => return Err(format!("carried: {other:?}")),
+                                }
+                                let lost = check_child(
+                                    &e2,
+                                    ChildExpect {
+                                        snap,
+                                        counters: &c2,
+                                        vars: &vars2,
+                                        pushed: None,
+                                        drained: false,
+                                    },
+                                )?;
+                                e2.wait_for_var(&fvar2)
+                                    .map_err(|e| format!("forker in child: {e}"))?;
+                                if e2.var_version(&fvar2).map_err(|e| e.to_string())? != 1 {
+                                    return Err("forker did not complete in the child".into());
+                                }
+                                Ok(format!(
+                                    "forker carried and completed; {lost} ops LostInFork"
+                                ))
+                            })
+                        });
+                    }
+                    Err(err) => panic!("fork in op: {err}"),
+                }
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    push_counted(
+        &e,
+        &c,
+        n / 2..n,
+        &vars,
+        Lane::Compute,
+        Duration::from_micros(20),
+    )?;
+    e.wait_for_var_timeout(&fvar, Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
+    let pid = child_pid.lock().unwrap().ok_or("forker did not fork")?;
+    wait_child(pid, CHILD_LIMIT)?;
+    check_parent(&e, &c, n)?;
+    if snapshot(&forker_runs) != [1] {
+        return Err("forker ran more than once in the parent".into());
+    }
+    Ok(format!("parent: {n}/{n} ops and the forker ran once"))
+}
+
+/// Forks repeatedly while three threads keep pushing (they stop only
+/// after the last fork).
+fn while_others_push() -> Result<String, String> {
+    let e = Arc::new(engine(3, 1));
+    let per = 20_000;
+    let c = counters(3 * per);
+    let vars = new_vars(&e, 12);
+    let forks = 10;
+    let stop = Arc::new(AtomicBool::new(false));
+    let pushed: Vec<usize> = std::thread::scope(|s| -> Result<Vec<usize>, String> {
+        let pushers: Vec<_> = (0..3)
+            .map(|t| {
+                let (e, c, vars, stop) = (e.clone(), c.clone(), vars.clone(), stop.clone());
+                s.spawn(move || {
+                    let mut chunk = 0;
+                    while !stop.load(Ordering::SeqCst) && (chunk + 1) * 50 <= per {
+                        let lo = t * per + chunk * 50;
+                        push_counted(
+                            &e,
+                            &c,
+                            lo..lo + 50,
+                            &vars,
+                            Lane::Compute,
+                            Duration::from_micros(5),
+                        )?;
+                        chunk += 1;
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    Ok::<usize, String>(chunk * 50)
+                })
+            })
+            .collect();
+        for _ in 0..forks {
+            std::thread::sleep(Duration::from_millis(5));
+            let pid = fork_raw(|| {
+                let snap = snapshot(&c);
+                let lost = check_child(
+                    &e,
+                    ChildExpect {
+                        snap,
+                        counters: &c,
+                        vars: &vars,
+                        pushed: None,
+                        drained: false,
+                    },
+                )?;
+                Ok(format!("{lost} ops LostInFork while 3 threads pushed"))
+            })?;
+            wait_child(pid, CHILD_LIMIT)?;
+        }
+        stop.store(true, Ordering::SeqCst);
+        pushers
+            .into_iter()
+            .map(|p| p.join().map_err(|_| "pusher panicked".to_string())?)
+            .collect()
+    })?;
+    e.wait_all_timeout(Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
+    let snap = snapshot(&c);
+    for (t, &n) in pushed.iter().enumerate() {
+        if let Some(i) = (t * per..t * per + n).find(|&i| snap[i] != 1) {
+            return Err(format!("parent: op{i} ran {} times", snap[i]));
+        }
+    }
+    let total: usize = pushed.iter().sum();
+    Ok(format!(
+        "{forks} forks under 3 pushers; parent: {total}/{total} ops ran once"
+    ))
+}
+
+/// The child pushes, waits, and forks again: three levels.
+fn three_levels() -> Result<String, String> {
+    fn level(depth: u64, e: &Engine) -> Result<String, String> {
+        let n = 500;
+        let c = counters(n);
+        let vars = new_vars(e, 8);
+        push_counted(e, &c, 0..n, &vars, Lane::Compute, Duration::from_micros(10))?;
+        let epoch = forksafe::fork_epoch();
+        let pid = fork_raw(|| {
+            if forksafe::fork_epoch() != epoch + 1 {
+                return Err(format!(
+                    "epoch {} after fork from {epoch}",
+                    forksafe::fork_epoch()
+                ));
+            }
+            let snap = snapshot(&c);
+            let lost = check_child(
+                e,
+                ChildExpect {
+                    snap,
+                    counters: &c,
+                    vars: &vars,
+                    pushed: Some(n),
+                    drained: false,
+                },
+            )?;
+            let below = if depth < 3 {
+                level(depth + 1, e)?
+            } else {
+                "no further fork".into()
+            };
+            Ok(format!(
+                "generation {depth} (epoch {}): {lost} inherited ops LostInFork; {below}",
+                epoch + 1
+            ))
+        })?;
+        wait_child(pid, CHILD_LIMIT)?;
+        check_parent(e, &c, n)?;
+        Ok(format!(
+            "generation {} as parent: {n}/{n} ran once",
+            depth - 1
+        ))
+    }
+    let e = engine(2, 1);
+    level(1, &e)
+}
+
+/// 1,000 raw forks in a loop, each with ops pending.
+fn thousand_forks() -> Result<String, String> {
+    let e = engine(2, 1);
+    let forks = 1000;
+    let per = 5;
+    let c = counters(forks * per);
+    let vars = new_vars(&e, 4);
+    let mut lost_total = 0usize;
+    let lost_pipe = nix::unistd::pipe().map_err(|e| e.to_string())?;
+    for k in 0..forks {
+        push_counted(
+            &e,
+            &c,
+            k * per..(k + 1) * per,
+            &vars,
+            Lane::Compute,
+            Duration::from_micros(10),
+        )?;
+        // SAFETY: the child only makes engine calls, writes one byte with
+        // write(2), and leaves with _exit.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => {
+                let snap = snapshot(&c);
+                let code = match e.wait_all_timeout(Duration::from_secs(20)) {
+                    Ok(()) => 0,
+                    Err(forksafe::Error::OpsFailed(errs))
+                        if errs
+                            .iter()
+                            .all(|x| x.kind() == &forksafe::OpErrorKind::LostInFork) =>
+                    {
+                        let b = [errs.len().min(255) as u8];
+                        // SAFETY: one byte from a live buffer to the pipe.
+                        unsafe {
+                            libc::write(
+                                std::os::fd::AsRawFd::as_raw_fd(&lost_pipe.1),
+                                b.as_ptr().cast(),
+                                1,
+                            )
+                        };
+                        0
+                    }
+                    Err(_) => 1,
+                };
+                let code = if snapshot(&c) == snap { code } else { 4 };
+                // SAFETY: ends the child at once.
+                unsafe { libc::_exit(code) }
+            }
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                wait_child(child, CHILD_LIMIT).map_err(|err| format!("fork {k}: {err}"))?
+            }
+            Err(err) => return Err(format!("fork {k}: {err}")),
+        }
+    }
+    drop(lost_pipe.1);
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(lost_pipe.0), &mut buf)
+        .map_err(|e| e.to_string())?;
+    lost_total += buf.iter().map(|&b| b as usize).sum::<usize>();
+    check_parent(&e, &c, forks * per)?;
+    Ok(format!(
+        "{forks} forks, children lost {lost_total} ops in all and re-ran none; parent: {}/{} ran once",
+        forks * per,
+        forks * per
+    ))
+}
+
+/// The process exits with host ops still queued: the exit guard shuts the
+/// default engine down within its deadline, and no host call happens after.
+fn exit_with_pending_host_ops() -> Result<String, String> {
+    let gil = Arc::new(GilBridge::new());
+    let e = forksafe::init_default(
+        Config {
+            host_workers: 1,
+            shutdown_deadline: Duration::from_millis(100),
+            ..Config::default()
+        },
+        Box::new(gil.clone()),
+    )
+    .map_err(|e| e.to_string())?;
+    let n = 200;
+    let c = counters(n);
+    let vars = new_vars(e, 2);
+    push_counted(e, &c, 0..n, &vars, Lane::Host, Duration::from_millis(5))?;
+    {
+        let _exit = forksafe::default_exit_guard().map_err(|e| e.to_string())?;
+        // main's body would end here, with host ops still queued.
+    }
+    if e.state() != forksafe::State::Stopped {
+        return Err(format!("engine {:?} after the exit guard", e.state()));
+    }
+    let calls = gil.calls();
+    gil.set_finalizing(true);
+    let ran_at_shutdown = snapshot(&c);
+    // Give any stray worker a chance to misbehave before checking.
+    std::thread::sleep(Duration::from_millis(50));
+    if gil.calls() != calls || gil.calls_after_finalize() != 0 {
+        return Err("host called after shutdown".into());
+    }
+    if snapshot(&c) != ran_at_shutdown {
+        return Err("a host op ran after shutdown".into());
+    }
+    let ran = ran_at_shutdown.iter().filter(|&&x| x == 1).count();
+    if ran == n {
+        return Err("nothing was queued at exit".into());
+    }
+    Ok(format!(
+        "{ran} of {n} host ops ran before the deadline, {} cancelled; no host call after",
+        n - ran
+    ))
+}

@@ -1,0 +1,235 @@
+//! Helpers of the real-fork test binary: forking with a reporting child,
+//! waiting for a child under a watchdog, and the checks every scenario
+//! makes on both sides of a fork.
+
+#![allow(dead_code)]
+
+use forksafe::{Engine, Error, Lane, OpErrorKind, Var};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, getpid, ForkResult, Pid};
+use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One counter per op: how many times its body ran.
+pub type Counters = Arc<Vec<AtomicU32>>;
+
+pub fn counters(n: usize) -> Counters {
+    Arc::new((0..n).map(|_| AtomicU32::new(0)).collect())
+}
+
+pub fn snapshot(c: &Counters) -> Vec<u32> {
+    c.iter().map(|x| x.load(Ordering::SeqCst)).collect()
+}
+
+/// Writes to stderr with one `write(2)`: no std lock, safe in a fork child.
+pub fn say(msg: &str) {
+    let b = msg.as_bytes();
+    // SAFETY: writes `b.len()` bytes from a live buffer to fd 2.
+    unsafe {
+        libc::write(2, b.as_ptr().cast(), b.len());
+    }
+}
+
+/// A panic hook that reports with `write(2)` only (std's stderr lock may be
+/// held by a vanished thread in a fork child).
+pub fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        say(&format!("    panic in pid {}: {info}\n", getpid()));
+    }));
+}
+
+/// Runs `f` as the body of a fork child and leaves with `_exit`: 0 if it
+/// returned `Ok`, 1 on `Err`, 2 on panic.
+pub fn child_exit(f: impl FnOnce() -> Result<String, String>) -> ! {
+    let code = match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(msg)) => {
+            say(&format!("    child {}: {msg}\n", getpid()));
+            0
+        }
+        Ok(Err(e)) => {
+            say(&format!("    child {} FAILED: {e}\n", getpid()));
+            1
+        }
+        Err(_) => 2,
+    };
+    // SAFETY: ends the child without running the parent's exit hooks or
+    // destructors.
+    unsafe { libc::_exit(code) }
+}
+
+/// Forks with nix (a raw fork: forksafe's handlers run, nothing drains);
+/// the child runs `f` and exits.
+pub fn fork_raw(f: impl FnOnce() -> Result<String, String>) -> Result<Pid, String> {
+    // SAFETY: the child only runs `f`, reports with write(2) and leaves
+    // with _exit (this binary has no libtest threads).
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => child_exit(f),
+        Ok(ForkResult::Parent { child }) => Ok(child),
+        Err(e) => Err(format!("fork failed: {e}")),
+    }
+}
+
+/// Waits for `pid` under a watchdog: kills it and fails after `limit`.
+pub fn wait_child(pid: Pid, limit: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    let mut nap = Duration::from_micros(50);
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if Instant::now() > deadline {
+                    let _ = kill(pid, Signal::SIGKILL);
+                    let _ = waitpid(pid, None);
+                    return Err(format!("child {pid} hung: killed after {limit:?}"));
+                }
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(5));
+            }
+            Ok(WaitStatus::Exited(_, 0)) => return Ok(()),
+            Ok(WaitStatus::Exited(_, code)) => return Err(format!("child {pid} exited {code}")),
+            Ok(other) => return Err(format!("child {pid}: {other:?}")),
+            Err(e) => return Err(format!("waitpid {pid}: {e}")),
+        }
+    }
+}
+
+/// Pushes ops `range`, named `op{i}`, op i writing `vars[i % len]`; each
+/// body spins `spin` and then bumps its counter (last, so a counter of 0
+/// means the body never got that far).
+pub fn push_counted(
+    e: &Engine,
+    c: &Counters,
+    range: std::ops::Range<usize>,
+    vars: &[Var],
+    lane: Lane,
+    spin: Duration,
+) -> Result<(), String> {
+    for i in range {
+        let c = c.clone();
+        e.op(format!("op{i}"))
+            .writes(&[&vars[i % vars.len()]])
+            .lane(lane)
+            .run(move || {
+                let t = Instant::now();
+                while t.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+                c[i].fetch_add(1, Ordering::SeqCst);
+            })
+            .map_err(|e| format!("push op{i}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub fn new_vars(e: &Engine, n: usize) -> Vec<Var> {
+    (0..n).map(|_| e.new_var().unwrap()).collect()
+}
+
+/// The parent's view after a fork: every op completes, each exactly once.
+pub fn check_parent(e: &Engine, c: &Counters, n: usize) -> Result<(), String> {
+    e.wait_all_timeout(Duration::from_secs(30))
+        .map_err(|e| format!("parent wait_all: {e}"))?;
+    for (i, x) in snapshot(c).iter().enumerate().take(n) {
+        if *x != 1 {
+            return Err(format!("parent: op{i} ran {x} times"));
+        }
+    }
+    Ok(())
+}
+
+/// What a child expects of the ops it inherited.
+pub struct ChildExpect<'a> {
+    /// Counters as copied at the fork (taken before any engine call).
+    pub snap: Vec<u32>,
+    pub counters: &'a Counters,
+    /// Vars the counted ops write (op i writes `vars[i % len]`).
+    pub vars: &'a [Var],
+    /// How many counted ops were pushed before the fork (all of them were
+    /// accepted); `None` if pushers were still running.
+    pub pushed: Option<usize>,
+    /// A drained fork: nothing ran at the fork, so every lost op never
+    /// started.
+    pub drained: bool,
+}
+
+/// The child's view (DESIGN.md, I5): every op pending at the fork is
+/// completed with `LostInFork` without running, the others had completed
+/// in the parent; nothing inherited runs again; vars written by lost ops
+/// are poisoned with `LostInFork`; the child's own ops run normally.
+/// Returns how many ops were lost.
+pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
+    let report = e
+        .fork_report()
+        .map_err(|e| format!("fork_report: {e}"))?
+        .ok_or("no fork report in the child")?;
+    if report.epoch != forksafe::fork_epoch() {
+        return Err(format!(
+            "report epoch {} != {}",
+            report.epoch,
+            forksafe::fork_epoch()
+        ));
+    }
+    let mut lost = BTreeSet::new();
+    for info in &report.lost {
+        let i: usize = info
+            .name
+            .strip_prefix("op")
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("unexpected lost op {}", info.name))?;
+        lost.insert(i);
+    }
+    match e.wait_all_timeout(Duration::from_secs(20)) {
+        Ok(()) if lost.is_empty() => {}
+        Ok(()) => return Err(format!("{} lost ops but wait_all is Ok", lost.len())),
+        Err(Error::OpsFailed(errs)) => {
+            if errs.len() != lost.len() {
+                return Err(format!("{} errors for {} lost ops", errs.len(), lost.len()));
+            }
+            if let Some(bad) = errs.iter().find(|e| e.kind() != &OpErrorKind::LostInFork) {
+                return Err(format!("unexpected error {bad}"));
+            }
+        }
+        Err(other) => return Err(format!("child wait_all: {other}")),
+    }
+    for (i, &v) in x.snap.iter().enumerate() {
+        if v > 1 {
+            return Err(format!("op{i} had run {v} times at the fork"));
+        }
+        let accepted = x.pushed.is_some_and(|n| i < n);
+        if v == 0 && accepted && !lost.contains(&i) {
+            return Err(format!("op{i} never ran in the parent yet is not lost"));
+        }
+        if x.drained && lost.contains(&i) && v != 0 {
+            return Err(format!("op{i} was running at a drained fork"));
+        }
+    }
+    for &i in &lost {
+        let var = &x.vars[i % x.vars.len()];
+        match e.wait_for_var(var) {
+            Err(Error::Poisoned(err)) if err.kind() == &OpErrorKind::LostInFork => {}
+            other => return Err(format!("var of lost op{i}: {other:?}")),
+        }
+    }
+    // The child's own work runs, and nothing inherited runs again.
+    let own = counters(20);
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    push_counted(e, &own, 0..20, &[v], Lane::Compute, Duration::ZERO)?;
+    if let Some(&i) = lost.iter().next() {
+        let var = &x.vars[i % x.vars.len()];
+        e.clear_poison(var).map_err(|e| e.to_string())?;
+        e.wait_for_var(var)
+            .map_err(|e| format!("after clear_poison: {e}"))?;
+    }
+    e.wait_all_timeout(Duration::from_secs(20))
+        .map_err(|e| format!("child's own ops: {e}"))?;
+    if snapshot(&own) != vec![1; 20] {
+        return Err("child's own ops did not each run once".into());
+    }
+    if snapshot(x.counters) != x.snap {
+        return Err("an inherited op ran in the child".into());
+    }
+    Ok(lost.len())
+}
