@@ -6,7 +6,7 @@
 //! ```
 //! use forksafe::bridge::GilBridge;
 //! use forksafe::{Config, Engine};
-//! use std::sync::Arc;
+//! use forksafe::core::sync::Arc; // std's Arc in production builds
 //! let gil = Arc::new(GilBridge::new());
 //! let engine = Engine::with_bridge(Config::default(), Box::new(gil.clone())).unwrap();
 //! let v = engine.new_var().unwrap();

@@ -20,16 +20,12 @@ pub type OpId = u64;
 ///
 /// ```
 /// use forksafe::{Config, Engine};
-/// use std::sync::atomic::{AtomicU32, Ordering};
-/// use std::sync::Arc;
 /// let engine = Engine::new(Config::default()).unwrap();
 /// let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
-/// let n = Arc::new(AtomicU32::new(0));
-/// let n2 = n.clone();
-/// engine.op("produce").writes(&[&a]).run(move || { n2.fetch_add(1, Ordering::SeqCst); }).unwrap();
-/// engine.op("consume").reads(&[&a]).writes(&[&b]).run(|| {}).unwrap();
+/// engine.op("produce").writes(&[&a]).run(|| { /* fill a */ }).unwrap();
+/// engine.op("consume").reads(&[&a]).writes(&[&b]).run(|| { /* a -> b */ }).unwrap();
 /// engine.wait_for_var(&b).unwrap();
-/// assert_eq!(n.load(Ordering::SeqCst), 1);
+/// assert_eq!(engine.var_version(&a).unwrap(), 1);
 /// engine.wait_all().unwrap();
 /// ```
 pub struct Engine {

@@ -13,8 +13,10 @@ use forksafe_core::OpSpec;
 /// let (a, b) = (engine.new_var().unwrap(), engine.new_var().unwrap());
 /// engine.op("step").reads(&[&a]).writes(&[&b]).priority(Priority::High).run(|| {}).unwrap();
 /// engine.op("host step").writes(&[&a]).host().run(|| {}).unwrap();
+/// // An async op completes when its token does (here at once; usually
+/// // from a callback of some other system).
 /// engine.op("async").writes(&[&b]).run_async(|token| {
-///     std::thread::spawn(move || { token.complete(Ok(())).unwrap(); });
+///     token.complete(Ok(())).unwrap();
 /// }).unwrap();
 /// engine.wait_all().unwrap();
 /// ```
