@@ -1,0 +1,258 @@
+//! shuttle negative controls: deliberately broken variants of
+//! `forksafe-core` (`forksafe_core::sync::mutant`) that shuttle must catch.
+//! Each `caught_*` test passes only if shuttle fails the model with the
+//! expected kind of failure (deadlock, step bound of a livelock, or the
+//! model's assertion); each `sound_*` test runs the same scenario without
+//! the mutant and must pass. Deterministic: a fixed seed for the random
+//! scheduler (same schedules on every run), never flaky.
+
+#![cfg(shuttle)]
+
+mod shuttle_common;
+
+use forksafe_core::sync::mutant::{self, Mutant};
+use forksafe_core::{Error, ForkSnapshot, Lane};
+use forksafe_models::Step;
+use shuttle::scheduler::RandomScheduler;
+use shuttle::{Config, MaxSteps, Runner};
+use shuttle_common::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(1);
+/// The seed of every control: the schedules are the same on every run.
+const SEED: u64 = 0x5eed_f04c;
+/// Schedules tried per control (the search stops at the first failure).
+const ITERS: usize = 2000;
+/// Step bound: a spinning thread past it is a livelock.
+const STEPS: usize = 20_000;
+
+/// Switches `m` on for this OS thread until dropped.
+struct Switch;
+impl Switch {
+    fn on(m: Option<Mutant>) -> Switch {
+        mutant::set(m);
+        Switch
+    }
+}
+impl Drop for Switch {
+    fn drop(&mut self) {
+        mutant::set(None);
+    }
+}
+
+fn run_seeded(m: Option<Mutant>, f: fn()) {
+    let _switch = Switch::on(m);
+    let mut config = Config::new();
+    config.max_steps = MaxSteps::FailAfter(STEPS);
+    let runner = Runner::new(RandomScheduler::new_from_seed(SEED, ITERS), config);
+    runner.run(f);
+}
+
+/// Runs `f` with `m` switched on and returns the panic message shuttle
+/// failed with; panics if shuttle found nothing.
+fn caught(m: Mutant, f: fn()) -> String {
+    let result = catch_unwind(AssertUnwindSafe(|| run_seeded(Some(m), f)));
+    let panic = result.expect_err("shuttle did not catch the mutant");
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("negative control {m:?} caught: {msg}");
+    msg
+}
+
+fn sound(f: fn()) {
+    if let Some(schedule) = replay_schedule() {
+        shuttle::replay(f, &schedule);
+        return;
+    }
+    run_seeded(None, f);
+}
+
+fn op(label: u32, reads: &[usize], writes: &[usize], mode: Mode, lane: Lane) -> Op {
+    Op {
+        step: Step {
+            label,
+            reads: reads.to_vec(),
+            writes: writes.to_vec(),
+            fail: false,
+        },
+        mode,
+        lane,
+        run_on_error: false,
+        clear: false,
+    }
+}
+
+/// (a) The seed's protocol: the forking thread holds the GIL, a host op is
+/// pending or running (needing the GIL), and prepare waits for the host
+/// lane to drain without releasing the GIL.
+fn draining_prepare() {
+    let w = Arc::new(World::new(config(1, 1, None), 2));
+    let forker = {
+        let w = w.clone();
+        shuttle::thread::spawn(move || {
+            w.gil.lock().acquire();
+            w.push(&op(1, &[], &[0], Mode::Sync, Lane::Host)).unwrap();
+            shuttle::thread::yield_now();
+            w.domain.prepare();
+            let _snap = w.engine.fork_snapshot(&w.vars).unwrap();
+            w.domain.parent();
+            w.gil.lock().release();
+        })
+    };
+    forker.join().unwrap();
+    w.engine.wait_all().unwrap();
+    w.engine.shutdown(LONG).unwrap();
+}
+
+#[test]
+fn caught_draining_prepare() {
+    let msg = caught(Mutant::DrainingPrepare, draining_prepare);
+    // A hang: threads still spinning at the closed fork gate make it a
+    // livelock that the step bound stops, else a plain deadlock.
+    assert!(
+        msg.contains("exceeded max_steps") || msg.contains("deadlock"),
+        "expected a hang (step bound or deadlock), got: {msg}"
+    );
+}
+
+#[test]
+fn sound_draining_prepare() {
+    sound(draining_prepare);
+}
+
+/// (b) A lost notify on the completion path: a waiter parks for ever.
+fn lost_notify() {
+    let w = World::new(config(2, 1, None), 2);
+    w.push(&op(1, &[], &[0], Mode::Sync, Lane::Compute))
+        .unwrap();
+    w.push(&op(2, &[0], &[1], Mode::Async, Lane::Compute))
+        .unwrap();
+    w.engine.wait_for_var(&w.vars[1]).unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.oracle.ran(), vec![1, 2]);
+    w.engine.shutdown(LONG).unwrap();
+}
+
+#[test]
+fn caught_lost_notify() {
+    let msg = caught(Mutant::LostNotify, lost_notify);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_lost_notify() {
+    sound(lost_notify);
+}
+
+/// (c) A GIL-holding pusher blocks on a quiesce that waits for a running
+/// host op, which needs the GIL. The pusher spins (yields) for ever while
+/// every other thread is blocked: shuttle stops it at the step bound.
+fn push_waits_for_quiesce() {
+    let w = Arc::new(World::new(config(1, 1, None), 2));
+    w.push(&op(1, &[], &[0], Mode::Sync, Lane::Host)).unwrap();
+    let quiescer = {
+        let w = w.clone();
+        shuttle::thread::spawn(move || {
+            let guard = w.engine.quiesce(LONG).unwrap();
+            drop(guard);
+        })
+    };
+    let pusher = {
+        let w = w.clone();
+        shuttle::thread::spawn(move || {
+            w.gil.lock().acquire();
+            w.push(&op(2, &[], &[1], Mode::Sync, Lane::Compute))
+                .unwrap();
+            w.gil.lock().release();
+        })
+    };
+    quiescer.join().unwrap();
+    pusher.join().unwrap();
+    w.engine.wait_all().unwrap();
+    w.engine.shutdown(LONG).unwrap();
+}
+
+#[test]
+fn caught_push_waits_for_quiesce() {
+    let msg = caught(Mutant::PushWaitsForQuiesce, push_waits_for_quiesce);
+    assert!(
+        msg.contains("exceeded max_steps") || msg.contains("deadlock"),
+        "expected a livelock (step bound) or deadlock, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_push_waits_for_quiesce() {
+    sound(push_waits_for_quiesce);
+}
+
+/// (d) A child that re-runs an inherited op. An async op handed to a
+/// completer that only completes it after the fork guarantees one pending
+/// op (and its dependent) at the fork point.
+fn child_rerun() {
+    let mut w = World::new(config(1, 1, None), 2);
+    let completers = w.start_completers(&[1]);
+    let w = Arc::new(w);
+    let a = op(1, &[], &[0], Mode::Handoff(0), Lane::Compute);
+    let b = op(2, &[0], &[1], Mode::Sync, Lane::Host);
+    let mut pushed = vec![(w.push(&a).unwrap(), a), (w.push(&b).unwrap(), b)];
+    w.domain.prepare();
+    assert_eq!(w.engine.pending(), Err(Error::ForkInProgress));
+    let snap: ForkSnapshot<Job> = w.engine.fork_snapshot(&w.vars).unwrap();
+    w.domain.parent();
+    for t in completers {
+        t.join().unwrap();
+    }
+    let raised = failed_labels(&w.engine.wait_all());
+    check_world(&w, &mut pushed, &raised);
+    w.engine.shutdown(LONG).unwrap();
+    assert!(!snap.pending_ops().is_empty());
+    child_check(&w, &snap, &pushed);
+}
+
+/// The child world of `snap`: the inherited ops must not run.
+fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
+    use forksafe_core::gil::GilBridge;
+    use forksafe_core::sync::Arc as SArc;
+    use forksafe_core::{Engine, ForkDomain};
+    let domain: &'static ForkDomain =
+        Box::leak(Box::new(ForkDomain::with_epoch(w.domain.epoch() + 1)));
+    let (engine, vars) = Engine::from_fork_snapshot(
+        domain,
+        config(1, 1, None),
+        Box::new(SArc::new(GilBridge::new())),
+        snap,
+    )
+    .unwrap();
+    let oracle = forksafe_models::Oracle::new(vars.len());
+    enter_child_world(&oracle);
+    let report = engine.fork_report().unwrap().expect("settled");
+    assert_eq!(
+        oracle.ran(),
+        Vec::<u32>::new(),
+        "the child ran an inherited op (I5)"
+    );
+    let lost: Vec<u64> = report.lost.iter().map(|i| i.id).collect();
+    assert_eq!(lost, snap.pending_ops());
+    assert!(lost.iter().all(|id| pushed.iter().any(|(p, _)| p == id)));
+    engine.shutdown(LONG).unwrap();
+}
+
+#[test]
+fn caught_child_rerun() {
+    let msg = caught(Mutant::ChildRerun, child_rerun);
+    assert!(
+        msg.contains("the child ran an inherited op"),
+        "expected the I5 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_child_rerun() {
+    sound(child_rerun);
+}
