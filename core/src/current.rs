@@ -12,10 +12,18 @@ pub(crate) struct RunningOp {
     pub(crate) op: u64,
 }
 
+// loom's `thread_local!` takes no `const` initialiser; production's does.
+#[cfg(not(any(loom, shuttle)))]
 crate::sync::thread_local! {
-    static RUNNING: Cell<Option<RunningOp>> = Cell::new(None);
+    static RUNNING: Cell<Option<RunningOp>> = const { Cell::new(None) };
     /// `Some((domain, epoch))` while this thread is between a fork prepare
     /// and its parent/child step in that domain.
+    static FORKING: Cell<Option<(usize, u64)>> = const { Cell::new(None) };
+}
+
+#[cfg(any(loom, shuttle))]
+crate::sync::thread_local! {
+    static RUNNING: Cell<Option<RunningOp>> = Cell::new(None);
     static FORKING: Cell<Option<(usize, u64)>> = Cell::new(None);
 }
 

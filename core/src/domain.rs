@@ -43,6 +43,10 @@ pub struct ForkDomain {
     members: Mutex<Vec<Box<dyn ForkMember>>>,
     settled: AtomicU64,
     settling: AtomicBool,
+    /// Held from prepare to parent (and, in a child, until it settles):
+    /// two threads forking at once take turns instead of interleaving their
+    /// prepare and parent steps.
+    forking: AtomicBool,
 }
 
 impl std::fmt::Debug for ForkDomain {
@@ -70,6 +74,7 @@ impl ForkDomain {
                 members: Mutex::new(Vec::new()),
                 settled: AtomicU64::new(0),
                 settling: AtomicBool::new(false),
+                forking: AtomicBool::new(false),
             }
         }
     }
@@ -103,6 +108,15 @@ impl ForkDomain {
         // The registry settles first if this process is a child that has not
         // touched it yet, so a grandchild inherits a consistent registry.
         self.settle_if_child();
+        let mut round = 0;
+        while self
+            .forking
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            spin_step(round);
+            round = round.saturating_add(1);
+        }
         current::set_forking(self.key(), self.epoch());
         self.gate.close();
         let members = self.members.lock();
@@ -122,6 +136,7 @@ impl ForkDomain {
         }
         self.gate.open();
         current::clear_forking();
+        self.forking.store(false, Ordering::Release);
     }
 
     /// The fork **child** step, for the atfork child handler. Constant time
@@ -150,6 +165,8 @@ impl ForkDomain {
             {
                 if self.settled.load(Ordering::Acquire) != epoch {
                     self.gate.open();
+                    // The fork that made this child ended here.
+                    self.forking.store(false, Ordering::Release);
                     self.settled.store(epoch, Ordering::Release);
                 }
                 self.settling.store(false, Ordering::Release);

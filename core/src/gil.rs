@@ -6,7 +6,9 @@
 //! thread id, copied with the memory).
 
 use crate::host::HostBridge;
-use crate::sync::{current_thread, park_until, AtomicBool, AtomicUsize, Clock, Mutex, Ordering, Thread, ThreadId};
+use crate::sync::{
+    current_thread, park_until, AtomicBool, AtomicUsize, Clock, Mutex, Ordering, Thread, ThreadId,
+};
 
 /// The GIL-like lock. Waiting threads park; a release wakes them.
 #[derive(Debug)]

@@ -120,13 +120,19 @@ impl Oracle {
         s.ran.push(step.label);
         for &w in &step.writes {
             if s.writers[w] > 0 || s.readers[w] > 0 {
-                s.violations.push(format!("op {} wrote slot {w} while it was in use", step.label));
+                s.violations.push(format!(
+                    "op {} wrote slot {w} while it was in use",
+                    step.label
+                ));
             }
             s.writers[w] += 1;
         }
         for &r in &step.reads {
             if s.writers[r] > 0 {
-                s.violations.push(format!("op {} read slot {r} while it was written", step.label));
+                s.violations.push(format!(
+                    "op {} read slot {r} while it was written",
+                    step.label
+                ));
             }
             s.readers[r] += 1;
         }
@@ -188,15 +194,30 @@ mod tests {
 
     #[test]
     fn serial_depends_on_order() {
-        let a = Step { label: 1, reads: vec![], writes: vec![0], fail: false };
-        let b = Step { label: 2, reads: vec![0], writes: vec![0], fail: false };
+        let a = Step {
+            label: 1,
+            reads: vec![],
+            writes: vec![0],
+            fail: false,
+        };
+        let b = Step {
+            label: 2,
+            reads: vec![0],
+            writes: vec![0],
+            fail: false,
+        };
         assert_ne!(serial(1, &[a.clone(), b.clone()]), serial(1, &[b, a]));
     }
 
     #[test]
     fn oracle_flags_overlapping_writes() {
         let o = Oracle::new(1);
-        let a = Step { label: 1, reads: vec![], writes: vec![0], fail: false };
+        let a = Step {
+            label: 1,
+            reads: vec![],
+            writes: vec![0],
+            fail: false,
+        };
         o.begin(&a);
         o.begin(&a);
         assert_eq!(o.violations().len(), 1);

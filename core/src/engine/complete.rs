@@ -89,8 +89,17 @@ impl<P: Payload> Shared<P> {
                 Outcome::Raised(e) => (Some(e), true),
                 Outcome::Passed(e) => (Some(e), false),
             };
+            // A cancelled op is taken out of its queues ahead of earlier ops
+            // that may not have checked for poison yet; poisoning its vars
+            // would skip them (I1, I7). Its error still reaches `wait_all`
+            // and the shutdown report.
+            let poison = if which == Finish::OnlyQueued {
+                None
+            } else {
+                error.as_ref()
+            };
             let mut ready = Vec::new();
-            this.release_vars(op, error.as_ref(), &mut ready, &mut wake);
+            this.release_vars(op, poison, &mut ready, &mut wake);
             if let (Some(e), true) = (&error, raised) {
                 this.ctl.lock().errors.push(e.clone());
             }

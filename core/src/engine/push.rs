@@ -78,9 +78,6 @@ impl<P: Payload> Shared<P> {
     /// order so two pushes sharing vars are ordered alike on all of them.
     fn accept(this: &Arc<Self>, mut spec: OpSpec<P>, vars: Vec<(Var<P>, bool)>) -> Result<u64> {
         let section = this.enter()?;
-        if this.state().refuses_pushes() {
-            return Err(Error::ShutDown);
-        }
         let mut guards = Vec::with_capacity(vars.len());
         for (v, _) in &vars {
             let g = v.state.inner.lock();
@@ -106,6 +103,16 @@ impl<P: Payload> Shared<P> {
             status: AtomicUsize::new(QUEUED),
             payload: Mutex::new(spec.payload.take()),
         });
+        // In the live index before the state check: shutdown sets its state
+        // before it sweeps the index, so either its sweep sees this op or
+        // this check sees the shutdown (both go through the shard lock).
+        this.live_shard(id).lock().insert(id, op.clone());
+        if this.state().refuses_pushes() && op.try_cancel() {
+            this.live_shard(id).lock().remove(&id);
+            return Err(Error::ShutDown);
+        }
+        // Otherwise accepted (perhaps already cancelled by the sweep, which
+        // waits for these var locks before it releases the op's uses).
         for (g, (_, write)) in guards.iter_mut().zip(&vars) {
             if spec.action == crate::op::Action::Delete {
                 g.deleted = true;
@@ -115,7 +122,6 @@ impl<P: Payload> Shared<P> {
             }
         }
         drop(guards);
-        this.live_shard(id).lock().insert(id, op.clone());
         // The pusher's own grant: the op may run only once it is on every
         // var's queue and in the live index.
         let mut spawns = Spawns::new();

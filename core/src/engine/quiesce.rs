@@ -62,10 +62,19 @@ impl<P: Payload> Shared<P> {
                 Shared::release_quiesce(this, epoch, true);
                 return Err(Error::ForkInProgress);
             };
+            // Register as a drain waiter under the same lock hold that reads
+            // `running`: a completion between the check and a later
+            // registration would find no waiter and the wake-up would be
+            // lost (found by the shuttle model i3_quiesce_pct). A stale entry
+            // only costs a spurious wake-up.
             let mut busy = false;
+            let me = current_thread();
             for lane in Lane::ALL {
-                let ls = this.lane(lane).lock();
-                busy |= ls.running > usize::from(caller_lane == Some(lane));
+                let mut ls = this.lane(lane).lock();
+                if ls.running > usize::from(caller_lane == Some(lane)) {
+                    busy = true;
+                    ls.drain_waiters.push(me.clone());
+                }
             }
             if !busy {
                 let mut ctl = this.ctl.lock();
@@ -80,9 +89,6 @@ impl<P: Payload> Shared<P> {
                 drop(section);
                 Shared::release_quiesce(this, epoch, true);
                 return Err(e);
-            }
-            for lane in Lane::ALL {
-                this.lane(lane).lock().drain_waiters.push(current_thread());
             }
             this.register_timed(Some(deadline));
             drop(section);

@@ -91,7 +91,8 @@ impl<P: Payload + Clone> Engine<P> {
             })
             .collect();
         let copy_uses = |uses: &mut dyn Iterator<Item = &Use<P>>| -> Vec<(u64, bool, u64)> {
-            uses.map(|u| (u.op.info.id, u.write, u.write_index)).collect()
+            uses.map(|u| (u.op.info.id, u.write, u.write_index))
+                .collect()
         };
         let mut var_copies = Vec::new();
         for v in vars {
@@ -246,4 +247,3 @@ impl ForkDomain {
         d
     }
 }
-
