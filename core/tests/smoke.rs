@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Job(Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>);
+type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
+struct Job(Body);
 
 impl Payload for Job {
     fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
@@ -36,7 +37,7 @@ fn writes_apply_in_push_order() {
                 log.lock().unwrap().push(i);
                 Ok(())
             }))
-            .writes(&[v.clone()]),
+            .writes(std::slice::from_ref(&v)),
         )
         .unwrap();
     }
@@ -53,7 +54,7 @@ fn failure_poisons_and_propagates_until_cleared() {
     let b = e.new_var().unwrap();
     e.push(
         OpSpec::new(job(|| Err("boom".into())))
-            .writes(&[a.clone()])
+            .writes(std::slice::from_ref(&a))
             .name("bad"),
     )
     .unwrap();
@@ -64,8 +65,8 @@ fn failure_poisons_and_propagates_until_cleared() {
             r.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }))
-        .reads(&[a.clone()])
-        .writes(&[b.clone()]),
+        .reads(std::slice::from_ref(&a))
+        .writes(std::slice::from_ref(&b)),
     )
     .unwrap();
     let err = e.wait_for_var(&b).unwrap_err();
@@ -98,7 +99,7 @@ fn async_token_and_bad_input() {
             *s.lock().unwrap() = t;
             Ok(())
         })))
-        .writes(&[v.clone()])
+        .writes(std::slice::from_ref(&v))
         .asynchronous(),
     )
     .unwrap();
@@ -119,8 +120,8 @@ fn async_token_and_bad_input() {
     assert_eq!(
         e.push(
             OpSpec::new(job(|| Ok(())))
-                .reads(&[v.clone()])
-                .writes(&[v.clone()])
+                .reads(std::slice::from_ref(&v))
+                .writes(std::slice::from_ref(&v))
         )
         .unwrap_err(),
         Error::DuplicateVar
@@ -134,7 +135,7 @@ fn async_token_and_bad_input() {
     );
     e.delete_var(&v).unwrap();
     assert_eq!(
-        e.push(OpSpec::new(job(|| Ok(()))).writes(&[v.clone()]))
+        e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&v)))
             .unwrap_err(),
         Error::DeletedVar
     );
@@ -154,7 +155,7 @@ fn dropped_token_completes_with_error() {
             drop(t);
             Ok(())
         })))
-        .writes(&[v.clone()])
+        .writes(std::slice::from_ref(&v))
         .asynchronous(),
     )
     .unwrap();
@@ -179,7 +180,7 @@ fn wait_inside_op_with_one_worker() {
     );
     let a = e.new_var().unwrap();
     let b = e.new_var().unwrap();
-    e.push(OpSpec::new(job(|| Ok(()))).writes(&[a.clone()]))
+    e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&a)))
         .unwrap();
     let e2 = e.clone();
     let (a2, b2) = (a.clone(), b.clone());
@@ -196,7 +197,7 @@ fn wait_inside_op_with_one_worker() {
             s.lock().unwrap().push(format!("{:?}", e2.wait_all()));
             Ok(())
         }))
-        .writes(&[b.clone()]),
+        .writes(std::slice::from_ref(&b)),
     )
     .unwrap();
     e.wait_all().unwrap();
@@ -218,7 +219,7 @@ fn quiesce_holds_dispatch_and_pushes_are_deferred() {
             r.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }))
-        .writes(&[v.clone()]),
+        .writes(std::slice::from_ref(&v)),
     )
     .unwrap();
     assert!(e
@@ -228,4 +229,64 @@ fn quiesce_holds_dispatch_and_pushes_are_deferred() {
     drop(g);
     e.wait_for_var(&v).unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_loses_nothing() {
+    let e = engine();
+    let v = e.new_var().unwrap();
+    let ran = Arc::new(AtomicU64::new(0));
+    let r = ran.clone();
+    // An accepted op, still queued behind a quiesce while the bad calls come.
+    let g = e.quiesce(Duration::from_secs(5)).unwrap();
+    e.push(
+        OpSpec::new(job(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }))
+        .writes(std::slice::from_ref(&v)),
+    )
+    .unwrap();
+    let twice = OpSpec::new(job(|| Ok(()))).writes(&[v.clone(), v.clone()]);
+    assert_eq!(e.push(twice).unwrap_err(), Error::DuplicateVar);
+    assert_eq!(
+        e.wait_all_timeout(Duration::ZERO).unwrap_err(),
+        Error::ZeroTimeout
+    );
+    assert_eq!(e.quiesce(Duration::ZERO).unwrap_err(), Error::ZeroTimeout);
+    assert_eq!(e.shutdown(Duration::ZERO).unwrap_err(), Error::ZeroTimeout);
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let bad = Config {
+        max_pending: Some(0),
+        ..Config::default()
+    };
+    assert!(matches!(
+        Engine::<Job>::new(domain, bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    drop(g);
+    e.wait_all().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(e.var_version(&v).unwrap(), 1);
+}
+
+#[test]
+fn try_push_reports_full_at_the_bound() {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let config = Config {
+        max_pending: Some(2),
+        ..Config::default()
+    };
+    let e = Engine::<Job>::new(domain, config).unwrap();
+    let g = e.quiesce(Duration::from_secs(5)).unwrap();
+    e.try_push(OpSpec::new(job(|| Ok(())))).unwrap();
+    e.try_push(OpSpec::new(job(|| Ok(())))).unwrap();
+    assert_eq!(
+        e.try_push(OpSpec::new(job(|| Ok(())))).unwrap_err(),
+        Error::Full
+    );
+    drop(g);
+    e.wait_all().unwrap();
+    e.try_push(OpSpec::new(job(|| Ok(())))).unwrap();
+    e.wait_all().unwrap();
 }
