@@ -108,7 +108,14 @@ impl<P: Payload> Shared<P> {
         // this check sees the shutdown (both go through the shard lock).
         this.live_shard(id).lock().insert(id, op.clone());
         if this.state().refuses_pushes() && op.try_cancel() {
-            this.live_shard(id).lock().remove(&id);
+            // A waiter may have seen the op in the index meanwhile.
+            let mut wake = Vec::new();
+            this.forget_live(id, &mut wake);
+            drop(guards);
+            drop(section);
+            for t in wake {
+                t.unpark();
+            }
             return Err(Error::ShutDown);
         }
         // Otherwise accepted (perhaps already cancelled by the sweep, which
