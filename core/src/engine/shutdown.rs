@@ -7,7 +7,7 @@ use super::{Engine, Shared};
 use crate::error::{OpErrorKind, Result};
 use crate::lifecycle::{next, Event, State};
 use crate::op::{Lane, OpInfo, Payload};
-use crate::sync::{current_thread, Arc, Instant, Ordering};
+use crate::sync::{current_thread, Arc, Instant};
 use std::time::Duration;
 
 /// What a shutdown did.
@@ -62,16 +62,9 @@ impl<P: Payload> Shared<P> {
 
     /// Waits until no live op but the caller's is left, or the deadline.
     fn wait_live_until(&self, caller: Option<u64>, deadline: Instant) {
-        let me = current_thread();
-        let Ok(section) = self.enter() else {
+        let Ok(me) = self.join_all_waiters(u64::MAX) else {
             return;
         };
-        self.all_waiters.lock().push(super::AllWaiter {
-            limit: u64::MAX,
-            thread: me.clone(),
-        });
-        self.all_waiting.fetch_add(1, Ordering::SeqCst);
-        drop(section);
         loop {
             let Ok(section) = self.enter() else {
                 break;
@@ -88,13 +81,7 @@ impl<P: Payload> Shared<P> {
             drop(section);
             self.park(Some(deadline));
         }
-        if let Ok(_section) = self.enter() {
-            let mut waiters = self.all_waiters.lock();
-            if let Some(i) = waiters.iter().position(|w| w.thread.id() == me.id()) {
-                waiters.swap_remove(i);
-                self.all_waiting.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
+        self.leave_all_waiters(&me);
     }
 
     /// Stops the lanes, cancels what is still queued, and waits for the host

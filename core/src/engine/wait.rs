@@ -7,7 +7,7 @@ use super::worker::Spawns;
 use super::{AllWaiter, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::op::{Lane, OpInfo, Payload};
-use crate::sync::{current_thread, Arc, Instant, Ordering};
+use crate::sync::{current_thread, Arc, Instant, Ordering, Thread};
 use crate::var::Var;
 use std::time::Duration;
 
@@ -95,11 +95,7 @@ impl<P: Payload> Shared<P> {
             }
             v.waiters.push(current_thread());
             drop(v);
-            this.register_timed(deadline);
-            let spawns = this.block_caller(caller, &mut blocked);
-            drop(section);
-            Shared::spawn_workers(this, spawns);
-            this.park(deadline);
+            Shared::block(this, section, caller, &mut blocked, deadline);
         };
         this.unblock_caller(blocked);
         result
@@ -108,15 +104,7 @@ impl<P: Payload> Shared<P> {
     fn wait_all(this: &Arc<Self>, deadline: Option<Instant>) -> Result<()> {
         let caller = this.calling_op();
         let limit = caller.unwrap_or_else(|| this.next_op.load(Ordering::Acquire));
-        let me = current_thread();
-        {
-            let _section = this.enter()?;
-            this.all_waiters.lock().push(AllWaiter {
-                limit,
-                thread: me.clone(),
-            });
-            this.all_waiting.fetch_add(1, Ordering::SeqCst);
-        }
+        let me = this.join_all_waiters(limit)?;
         let mut blocked = None;
         let result = loop {
             let section = match this.enter() {
@@ -135,21 +123,50 @@ impl<P: Payload> Shared<P> {
             if let Some(e) = this.wait_expired(deadline, || pending) {
                 break Err(e);
             }
-            this.register_timed(deadline);
-            let spawns = this.block_caller(caller, &mut blocked);
-            drop(section);
-            Shared::spawn_workers(this, spawns);
-            this.park(deadline);
+            Shared::block(this, section, caller, &mut blocked, deadline);
         };
         this.unblock_caller(blocked);
-        if let Ok(_section) = this.enter() {
-            let mut waiters = this.all_waiters.lock();
+        this.leave_all_waiters(&me);
+        result
+    }
+
+    /// Registers the calling thread to be woken when no live op below
+    /// `limit` is left; it must register before it first checks.
+    pub(crate) fn join_all_waiters(&self, limit: u64) -> Result<Thread> {
+        let me = current_thread();
+        let _section = self.enter()?;
+        self.all_waiters.lock().push(AllWaiter {
+            limit,
+            thread: me.clone(),
+        });
+        self.all_waiting.fetch_add(1, Ordering::SeqCst);
+        Ok(me)
+    }
+
+    pub(crate) fn leave_all_waiters(&self, me: &Thread) {
+        if let Ok(_section) = self.enter() {
+            let mut waiters = self.all_waiters.lock();
             if let Some(i) = waiters.iter().position(|w| w.thread.id() == me.id()) {
                 waiters.swap_remove(i);
-                this.all_waiting.fetch_sub(1, Ordering::SeqCst);
+                self.all_waiting.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        result
+    }
+
+    /// Ends `section` and parks until woken or `deadline`, after marking a
+    /// calling op's worker as blocked (so its lane can start a stand-in).
+    fn block(
+        this: &Arc<Self>,
+        section: crate::gate::Section<'_>,
+        caller: Option<u64>,
+        blocked: &mut Option<Lane>,
+        deadline: Option<Instant>,
+    ) {
+        this.register_timed(deadline);
+        let spawns = this.block_caller(caller, blocked);
+        drop(section);
+        Shared::spawn_workers(this, spawns);
+        this.park(deadline);
     }
 
     /// Live ops pushed before `limit`; inside a section.
