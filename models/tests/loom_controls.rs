@@ -1,0 +1,258 @@
+//! loom negative controls: deliberately broken variants of forksafe-core
+//! (`forksafe_core::sync::mutant`) that loom must catch, each next to the
+//! same scenario without the mutant, which must pass.
+//!
+//! A loom failure here is usually a deadlock, and loom 0.7.3 then often
+//! aborts the process (a loom object dropped while the deadlocked threads
+//! unwind panics again: "panic in a destructor during cleanup"), so
+//! `catch_unwind` cannot hold it. Each `caught_*` test therefore runs the
+//! model in a child process — this test binary, filtered to the hidden
+//! `mutant_run` test, with `FORKSAFE_LOOM_MUTANT` naming the mutant — and
+//! passes only if that process fails with the expected message, which it
+//! prints. Each `sound_*` test runs the same scenario in-process, mutant off.
+
+#![cfg(loom)]
+
+mod loom_common;
+
+use forksafe_core::sync::mutant::{self, Mutant};
+use forksafe_core::{Error, Lane};
+use loom_common::*;
+use std::process::Command;
+use std::sync::Arc;
+
+/// (a) The seed's protocol: the forking thread holds the GIL, a host op is
+/// pending or running (needing the GIL), and prepare waits for the host lane
+/// to drain. Threads: main (GIL) + 1 host.
+fn draining_prepare() {
+    check("draining_prepare", || {
+        let w = World::new(1);
+        w.gil.lock().acquire();
+        w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
+        w.domain.prepare();
+        let _snap = w.engine.fork_snapshot(&w.vars).unwrap();
+        w.domain.parent();
+        w.engine.wait_all().unwrap();
+        w.engine.shutdown(LONG).unwrap();
+        w.gil.lock().release();
+        assert_eq!(w.ran(), vec![1]);
+    });
+}
+
+/// (b) A waiter and a completion: with the lost notify, `wait_for_var`
+/// parks for ever. Threads: main + 1 compute.
+fn lost_notify() {
+    check("lost_notify", || {
+        let w = World::new(1);
+        w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+        w.engine.wait_for_var(&w.vars[0]).unwrap();
+        w.engine.wait_all().unwrap();
+        assert_eq!(w.ran(), vec![1]);
+        w.engine.shutdown(LONG).unwrap();
+    });
+}
+
+/// (c) A quiesce waits for a running host op, which needs the GIL; a
+/// GIL-holding pusher pushes meanwhile (with the mutant it waits for the
+/// quiesce without releasing the GIL). Threads: main (GIL) + quiescer +
+/// 1 host.
+fn push_waits_for_quiesce() {
+    check("push_waits_for_quiesce", || {
+        let w = Arc::new(World::new(2));
+        w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
+        let quiescer = {
+            let w = w.clone();
+            loom::thread::spawn(move || drop(w.engine.quiesce(LONG).unwrap()))
+        };
+        w.gil.lock().acquire();
+        w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
+        w.gil.lock().release();
+        quiescer.join().unwrap();
+        w.engine.wait_all().unwrap();
+        assert_eq!(w.ran(), vec![1, 2]);
+        w.engine.shutdown(LONG).unwrap();
+    });
+}
+
+/// (d) A fork with an async op pending (its token is completed only after
+/// the fork), then the child world of each distinct snapshot: with the
+/// mutant the child re-runs the inherited op, which the child's oracle sees.
+/// Threads: parent main + 1 compute; child main.
+fn child_rerun() {
+    let snaps = Snapshots::default();
+    let s = snaps.clone();
+    let m = active_mutant();
+    // The parent stage only produces the snapshot: one execution (bound 0),
+    // so the fork-window branch-limit issue (LOOM.md) cannot hit it.
+    let mut b = builder();
+    b.preemption_bound = Some(0);
+    check_with("child_rerun_parent", b, move || {
+        // The parent world runs sound; only the child is broken.
+        mutant::set(None);
+        let w = World::new(1);
+        let p = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff);
+        let id = w.push(&p).unwrap();
+        w.domain.prepare();
+        let snap = w.engine.fork_snapshot(&w.vars).unwrap();
+        w.domain.parent();
+        s.add(snap, vec![(id, p.step.clone())]);
+        complete_handed(p.slot.as_ref().unwrap());
+        w.engine.wait_all().unwrap();
+        w.engine.shutdown(LONG).unwrap();
+    });
+    mutant::set(m);
+    for (i, (snap, pushed)) in snaps.take().into_iter().enumerate() {
+        check(&format!("child_rerun_child[{i}]"), move || {
+            let w = child_world(0, &snap);
+            check_child_inherited(&w, &snap, &pushed);
+            set_child_oracle(None);
+            w.engine.shutdown(LONG).unwrap();
+        });
+    }
+}
+
+fn active_mutant() -> Option<Mutant> {
+    [
+        Mutant::DrainingPrepare,
+        Mutant::LostNotify,
+        Mutant::PushWaitsForQuiesce,
+        Mutant::ChildRerun,
+    ]
+    .into_iter()
+    .find(|m| mutant::active(*m))
+}
+
+fn scenario(m: Mutant) -> fn() {
+    match m {
+        Mutant::DrainingPrepare => draining_prepare,
+        Mutant::LostNotify => lost_notify,
+        Mutant::PushWaitsForQuiesce => push_waits_for_quiesce,
+        Mutant::ChildRerun => child_rerun,
+    }
+}
+
+const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
+
+/// Not a control by itself: the child process of a `caught_*` test runs
+/// the scenario of the mutant named in `FORKSAFE_LOOM_MUTANT` here, with
+/// the mutant on. Does nothing when the variable is unset.
+#[test]
+fn mutant_run() {
+    let Ok(name) = std::env::var(MUTANT_ENV) else {
+        return;
+    };
+    let m = match name.as_str() {
+        "DrainingPrepare" => Mutant::DrainingPrepare,
+        "LostNotify" => Mutant::LostNotify,
+        "PushWaitsForQuiesce" => Mutant::PushWaitsForQuiesce,
+        "ChildRerun" => Mutant::ChildRerun,
+        other => panic!("unknown mutant {other}"),
+    };
+    mutant::set(Some(m));
+    scenario(m)();
+    mutant::set(None);
+    eprintln!("MUTANT NOT CAUGHT: {name}");
+}
+
+/// Runs the scenario of `m` in a child process with `m` on; returns the
+/// panic messages loom failed with. Panics if the child succeeded.
+fn caught(m: Mutant) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = Command::new(exe)
+        .args(["mutant_run", "--exact", "--nocapture", "--test-threads=1"])
+        .env(MUTANT_ENV, format!("{m:?}"))
+        .output()
+        .expect("run the mutant in a child process");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success() && !text.contains("MUTANT NOT CAUGHT"),
+        "loom did not catch mutant {m:?}:\n{text}"
+    );
+    // The first panic is loom's verdict; later ones are its cleanup.
+    let lines: Vec<&str> = text.lines().collect();
+    let verdict = lines
+        .iter()
+        .position(|l| l.contains("panicked at"))
+        .map(|i| lines[i..(i + 4).min(lines.len())].join("\n"))
+        .unwrap_or_default();
+    eprintln!(
+        "negative control {m:?} caught (child {}):\n{verdict}",
+        out.status
+    );
+    verdict
+}
+
+fn hang(msg: &str) -> bool {
+    msg.contains("deadlock") || msg.contains("maximum number of branches")
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn caught_draining_prepare() {
+    let msg = caught(Mutant::DrainingPrepare);
+    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn sound_draining_prepare() {
+    draining_prepare();
+}
+
+#[test]
+fn caught_lost_notify() {
+    let msg = caught(Mutant::LostNotify);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_lost_notify() {
+    lost_notify();
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn caught_push_waits_for_quiesce() {
+    let msg = caught(Mutant::PushWaitsForQuiesce);
+    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn sound_push_waits_for_quiesce() {
+    push_waits_for_quiesce();
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn caught_child_rerun() {
+    let msg = caught(Mutant::ChildRerun);
+    assert!(
+        msg.contains("the child ran an inherited op"),
+        "expected the I5 assertion, got: {msg}"
+    );
+}
+
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn sound_child_rerun() {
+    child_rerun();
+}
+
+/// The bad-input path of the fork window, for completeness: the forking
+/// thread's own calls are refused, never hang (H2).
+#[test]
+#[ignore = "not yet verified within the time budget, see models/LOOM.md"]
+fn sound_fork_window_refuses_forker() {
+    check("fork_window_refuses_forker", || {
+        let w = World::new(1);
+        w.domain.prepare();
+        assert_eq!(w.engine.new_var().map(|_| ()), Err(Error::ForkInProgress));
+        w.domain.parent();
+        w.engine.shutdown(LONG).unwrap();
+    });
+}
