@@ -71,7 +71,7 @@ impl Clock {
         #[cfg(any(loom, shuttle))]
         {
             if !self.passed(at) {
-                super::imp::thread::park();
+                super::park_current();
             }
         }
     }

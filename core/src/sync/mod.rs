@@ -36,7 +36,11 @@ use std as imp;
 
 pub use imp::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub use imp::sync::Arc;
-pub use imp::thread::{JoinHandle, Thread, ThreadId};
+#[cfg(not(loom))]
+pub use imp::thread::Thread;
+pub use imp::thread::{JoinHandle, ThreadId};
+#[cfg(loom)]
+pub use loom_park::Thread;
 
 /// Declares a thread-local; checked by the model in model builds.
 pub use imp::thread_local;
@@ -77,7 +81,100 @@ impl<T> Mutex<T> {
 
 /// The calling thread's handle.
 pub fn current_thread() -> Thread {
-    imp::thread::current()
+    #[cfg(loom)]
+    {
+        loom_park::current()
+    }
+    #[cfg(not(loom))]
+    {
+        imp::thread::current()
+    }
+}
+
+/// Blocks the calling thread until unparked (may wake spuriously).
+pub(crate) fn park_current() {
+    #[cfg(loom)]
+    loom_park::park();
+    #[cfg(not(loom))]
+    imp::thread::park();
+}
+
+/// loom builds: `park`/`unpark` with std's token semantics. loom 0.7.3's
+/// `Thread::unpark` unblocks its target whatever the target is blocked on
+/// (tokio-rs/loom#249, open PR #418): an unpark that reaches a thread blocked
+/// on a mutex is lost (a later `park` blocks for ever: a false deadlock), or
+/// resumes the thread while the mutex is still held (loom's "expected to be
+/// able to acquire lock" panic). std keeps the token for the next `park`.
+/// Here the token is an explicit flag under a loom mutex, and loom's own
+/// unpark is sent only to a thread that is parked or about to park (with
+/// no blocking operation in between). The flag is not an atomic: loom orders
+/// concurrent stores of one atomic only partially, and can let the parker's
+/// `swap` after the wake-up read its own older store instead of `true`.
+#[cfg(loom)]
+mod loom_park {
+    use loom::sync::{Arc, Mutex};
+
+    #[derive(Debug, Default)]
+    struct Token {
+        available: bool,
+        parked: bool,
+    }
+
+    /// A thread handle whose unpark token survives any other blocking.
+    #[derive(Clone, Debug)]
+    pub struct Thread {
+        inner: loom::thread::Thread,
+        token: Arc<Mutex<Token>>,
+    }
+
+    impl Thread {
+        /// Makes the thread's token available and wakes it if parked.
+        pub fn unpark(&self) {
+            let parked = {
+                let mut t = self.token.lock().unwrap_or_else(|e| e.into_inner());
+                t.available = true;
+                t.parked
+            };
+            if parked {
+                self.inner.unpark();
+            }
+        }
+
+        /// The thread's id.
+        pub fn id(&self) -> super::ThreadId {
+            self.inner.id()
+        }
+    }
+
+    loom::thread_local! {
+        static TOKEN: Arc<Mutex<Token>> = Arc::new(Mutex::new(Token::default()));
+    }
+
+    pub(super) fn current() -> Thread {
+        Thread {
+            inner: loom::thread::current(),
+            token: TOKEN.with(|t| t.clone()),
+        }
+    }
+
+    /// Returns once the token is available, consuming it. A loom wake-up
+    /// without the token (a loom-level unpark left over from a token already
+    /// consumed) parks again.
+    pub(super) fn park() {
+        let token = TOKEN.with(|t| t.clone());
+        loop {
+            {
+                let mut t = token.lock().unwrap_or_else(|e| e.into_inner());
+                if t.available {
+                    t.available = false;
+                    t.parked = false;
+                    return;
+                }
+                t.parked = true;
+            }
+            loom::thread::park();
+        }
+    }
 }
 
 /// Spawns a named thread.
@@ -94,7 +191,7 @@ where
 /// every timed waiter.
 pub fn park_until(clock: &Clock, deadline: Option<Instant>) {
     match deadline {
-        None => imp::thread::park(),
+        None => park_current(),
         Some(at) => clock.park_until(at),
     }
 }
