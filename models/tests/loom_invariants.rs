@@ -216,24 +216,14 @@ fn i3_quiesce() {
 /// I3 with a deadline: a quiesce waits for an async op whose token is only
 /// completed after the quiesce returns; a clock thread fires the deadline.
 /// The quiesce either drained first (the op had not started: Ok) or
-/// returns `Timeout`; either way the engine resumes and the op completes
-/// exactly once. The timeout's list may be empty: see
-/// [`i3_quiesce_deadline_lists_op`].
+/// returns `Timeout` listing the op it waited for; either way the engine
+/// resumes and the op completes exactly once. (This caught a core bug: a
+/// popped op was counted as running before it was marked RUNNING, so the
+/// timeout's list could be empty.)
 /// Threads: main + clock + 1 compute.
 #[test]
 fn i3_quiesce_deadline() {
-    quiesce_deadline("i3_quiesce_deadline", false);
-}
-
-/// [`i3_quiesce_deadline`], strict: a `Timeout` lists the op the quiesce
-/// waited for. Fails: a worker counts an op into its lane's `running` when
-/// it pops it, but marks the op RUNNING only later (`try_start`), and
-/// `running_ops()` lists only ops marked RUNNING; a deadline between the two
-/// gives `Timeout { pending: [] }` although the quiesce waited for that op.
-#[test]
-#[ignore = "core bug: quiesce Timeout omits an op popped but not yet started (see LOOM.md)"]
-fn i3_quiesce_deadline_lists_op() {
-    quiesce_deadline("i3_quiesce_deadline_lists_op", true);
+    quiesce_deadline("i3_quiesce_deadline", true);
 }
 
 fn quiesce_deadline(name: &str, strict: bool) {

@@ -63,7 +63,7 @@ impl<P: Payload> Shared<P> {
         }
         this.reserve(block)?;
         let accepted = Shared::accept(this, spec, vars);
-        if accepted.is_err() {
+        if accepted.is_err() && this.config.max_pending.is_some() {
             match this.enter() {
                 Ok(_section) => this.release_reservation(),
                 Err(_) => {

@@ -36,8 +36,11 @@ impl<P: Payload> Shared<P> {
                 continue;
             }
             if taken.is_none() && inline == Some(lane) && ls.is_empty() {
-                ls.running += 1;
-                taken = Some(op);
+                // Marked running under the lane lock, as a pop does (I3).
+                if op.try_start() {
+                    ls.running += 1;
+                    taken = Some(op);
+                }
                 continue;
             }
             ls.push(op);
@@ -100,10 +103,15 @@ impl<P: Payload> Shared<P> {
                 return None;
             }
             if !ls.paused {
-                if let Some(op) = ls.pop() {
-                    ls.running += 1;
-                    ls.idle.retain(|(i, _)| *i != index);
-                    return Some(op);
+                // Status and `running` change together under the lane lock,
+                // so a quiesce that counts an op as running can list it (I3).
+                // An op cancelled by shutdown while queued is skipped.
+                while let Some(op) = ls.pop() {
+                    if op.try_start() {
+                        ls.running += 1;
+                        ls.idle.retain(|(i, _)| *i != index);
+                        return Some(op);
+                    }
                 }
             }
             if !ls.idle.iter().any(|(i, _)| *i == index) {
@@ -122,11 +130,6 @@ impl<P: Payload> Shared<P> {
         op: Arc<OpCell<P>>,
         lane: Lane,
     ) -> Option<Arc<OpCell<P>>> {
-        if !op.try_start() {
-            // Cancelled by shutdown between the pop and here.
-            this.undo_running(lane);
-            return None;
-        }
         let outcome = match op.action {
             Action::ClearPoison | Action::Delete => Outcome::Ok,
             Action::Sync | Action::Async => Shared::run_body(this, &op, lane),
@@ -228,21 +231,6 @@ impl<P: Payload> Shared<P> {
                 crate::host::with_host(&*self.bridge, move || drop(payload))
             }
             Lane::Host => std::mem::forget(payload),
-        }
-    }
-
-    /// Takes back the `running` count of a popped op that will not run.
-    fn undo_running(&self, lane: Lane) {
-        let waiters = match self.enter() {
-            Ok(_section) => {
-                let mut ls = self.lane(lane).lock();
-                ls.running -= 1;
-                std::mem::take(&mut ls.drain_waiters)
-            }
-            Err(_) => Vec::new(),
-        };
-        for t in waiters {
-            t.unpark();
         }
     }
 }
