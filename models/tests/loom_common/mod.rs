@@ -515,10 +515,13 @@ pub fn failed_labels(r: &forksafe_core::Result<()>) -> Vec<u32> {
     }
 }
 
+/// The program's steps, by op id.
+pub type Pushed = Vec<(u64, Step)>;
+
 /// Snapshots taken at the fork point of a parent model, deduplicated, with
 /// the program's steps (by op id) of the iteration that first produced each.
 #[derive(Default, Clone)]
-pub struct Snapshots(Arc<Mutex<HashMap<ForkSnapshot<Job>, Vec<(u64, Step)>>>>);
+pub struct Snapshots(Arc<Mutex<HashMap<ForkSnapshot<Job>, Pushed>>>);
 
 impl Snapshots {
     /// Records `snap` (a no-op if an equal one is known).
@@ -527,7 +530,7 @@ impl Snapshots {
     }
 
     /// The distinct snapshots, in a stable order.
-    pub fn take(&self) -> Vec<(ForkSnapshot<Job>, Vec<(u64, Step)>)> {
+    pub fn take(&self) -> Vec<(ForkSnapshot<Job>, Pushed)> {
         let mut v: Vec<_> = self.0.lock().unwrap().drain().collect();
         v.sort_by_key(|(s, _)| format!("{s:?}"));
         v
