@@ -192,7 +192,9 @@ impl ForkDomain {
             if self.forking_here() {
                 return Err(crate::Error::ForkInProgress);
             }
-            spin_step(round);
+            self.gate.wait_while(round, || {
+                self.gate.is_closed() && self.settled.load(Ordering::Acquire) == self.epoch()
+            });
             round = round.saturating_add(1);
         }
     }

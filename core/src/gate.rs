@@ -10,7 +10,11 @@
 //! a word shared only by threads of the same shard; there is no global lock
 //! on the hot path.
 
-use crate::sync::{spin_step, thread_shard, AtomicUsize, Ordering, MODEL_BUILD};
+#[cfg(not(loom))]
+use crate::sync::spin_step;
+#[cfg(loom)]
+use crate::sync::{current_thread, park_current, Mutex, Thread};
+use crate::sync::{thread_shard, AtomicUsize, Ordering, MODEL_BUILD};
 
 const CLOSED: usize = 1 << (usize::BITS - 1);
 const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
@@ -18,6 +22,13 @@ const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
 /// Guards I5/I6: the state is copied at fork only between sections.
 pub(crate) struct ForkGate {
     shards: [Padded; SHARDS],
+    /// loom builds: threads waiting for the gate to open or for sections
+    /// to end park here instead of spinning. loom charges every spin round,
+    /// and a spin across a long fork window exhausts its branch limit
+    /// without any bug. Production (and shuttle, whose step bound is
+    /// generous) spins: the wait is bounded by a fork or by one section.
+    #[cfg(loom)]
+    waiters: Mutex<Vec<Thread>>,
 }
 
 #[repr(align(128))]
@@ -25,12 +36,17 @@ struct Padded(AtomicUsize);
 
 /// An open section; closes on drop.
 pub(crate) struct Section<'a> {
+    gate: &'a ForkGate,
     word: &'a AtomicUsize,
 }
 
 impl Drop for Section<'_> {
     fn drop(&mut self) {
-        self.word.fetch_sub(1, Ordering::Release);
+        let before = self.word.fetch_sub(1, Ordering::Release);
+        if before & CLOSED != 0 {
+            // A closer may be waiting for this section to end.
+            self.gate.wake();
+        }
     }
 }
 
@@ -46,6 +62,8 @@ impl ForkGate {
     pub(crate) fn new() -> Self {
         ForkGate {
             shards: std::array::from_fn(|_| Padded(AtomicUsize::new(0))),
+            #[cfg(loom)]
+            waiters: Mutex::new(Vec::new()),
         }
     }
 
@@ -55,9 +73,11 @@ impl ForkGate {
         let word = &self.shards[thread_shard(SHARDS)].0;
         let before = word.fetch_add(1, Ordering::Acquire);
         if before & CLOSED == 0 {
-            Some(Section { word })
+            Some(Section { gate: self, word })
         } else {
             word.fetch_sub(1, Ordering::Release);
+            // The closer may have counted this brief entry.
+            self.wake();
             None
         }
     }
@@ -70,8 +90,9 @@ impl ForkGate {
         }
         for s in self.shards.iter() {
             let mut round = 0;
-            while s.0.load(Ordering::Acquire) & !CLOSED != 0 {
-                spin_step(round);
+            let open_sections = || s.0.load(Ordering::Acquire) & !CLOSED != 0;
+            while open_sections() {
+                self.wait_while(round, open_sections);
                 round = round.saturating_add(1);
             }
         }
@@ -81,6 +102,43 @@ impl ForkGate {
     pub(crate) fn open(&self) {
         for s in self.shards.iter() {
             s.0.fetch_and(!CLOSED, Ordering::AcqRel);
+        }
+        self.wake();
+    }
+
+    /// Whether the gate is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shards[0].0.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// One round of waiting while `blocked()` holds: a spin step in
+    /// production and shuttle builds; in loom builds, park until the gate opens or a section
+    /// ends (registered before `blocked` is checked again, so no wake-up is
+    /// lost).
+    pub(crate) fn wait_while(&self, round: u32, blocked: impl Fn() -> bool) {
+        #[cfg(loom)]
+        {
+            let _ = round;
+            self.waiters.lock().push(current_thread());
+            if blocked() {
+                park_current();
+            }
+        }
+        #[cfg(not(loom))]
+        {
+            let _ = &blocked;
+            spin_step(round);
+        }
+    }
+
+    /// loom builds: wakes every waiting thread.
+    fn wake(&self) {
+        #[cfg(loom)]
+        {
+            let waiters: Vec<Thread> = self.waiters.lock().drain(..).collect();
+            for t in waiters {
+                t.unpark();
+            }
         }
     }
 }

@@ -191,14 +191,12 @@ fn hang(msg: &str) -> bool {
 }
 
 #[test]
-#[ignore = "loom: the fork-gate and quiesce spin loops exceed the branch budget even without the mutant, so this control does not discriminate under loom yet; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn caught_draining_prepare() {
     let msg = caught(Mutant::DrainingPrepare);
     assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
 }
 
 #[test]
-#[ignore = "loom: the fork-gate and quiesce spin loops exceed the branch budget even without the mutant, so this control does not discriminate under loom yet; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn sound_draining_prepare() {
     draining_prepare();
 }
@@ -215,14 +213,14 @@ fn sound_lost_notify() {
 }
 
 #[test]
-#[ignore = "loom: the fork-gate and quiesce spin loops exceed the branch budget even without the mutant, so this control does not discriminate under loom yet; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
+#[ignore = "loom: this scenario (quiesce + running host op + GIL-holding pusher) does not finish within 150 s even without the mutant; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn caught_push_waits_for_quiesce() {
     let msg = caught(Mutant::PushWaitsForQuiesce);
     assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
 }
 
 #[test]
-#[ignore = "loom: the fork-gate and quiesce spin loops exceed the branch budget even without the mutant, so this control does not discriminate under loom yet; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
+#[ignore = "loom: this scenario (quiesce + running host op + GIL-holding pusher) does not finish within 150 s even without the mutant; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn sound_push_waits_for_quiesce() {
     push_waits_for_quiesce();
 }

@@ -114,7 +114,6 @@ fn fork_models(name: &str, lane: Lane) {
 /// I6 then I5, the inherited ops on the compute lane.
 /// Threads: parent main + 1 compute; child main + 1 compute + 1 host.
 #[test]
-#[ignore = "loom branch limit after a fork window: unresolved, see models/LOOM.md"]
 fn i5_i6_fork() {
     fork_models("i5_i6_fork", Lane::Compute);
 }
@@ -124,7 +123,6 @@ fn i5_i6_fork() {
 /// Threads: parent main + 1 compute + 1 host; child main + 1 compute +
 /// 1 host.
 #[test]
-#[ignore = "loom branch limit after a fork window: unresolved, see models/LOOM.md"]
 fn i5_i6_fork_host() {
     fork_models("i5_i6_fork_host", Lane::Host);
 }

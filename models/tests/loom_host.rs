@@ -84,7 +84,6 @@ fn h1_host_callback() {
 /// it waits for everything and quiesces and shuts down; all return.
 /// Threads: main (GIL) + 1 host.
 #[test]
-#[ignore = "loom branch limit after a fork window: unresolved, see models/LOOM.md"]
 fn h2_gil_holder_fork_steps() {
     check("h2_gil_holder_fork_steps", || {
         let w = World::new(1);

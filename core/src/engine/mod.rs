@@ -27,7 +27,7 @@ use crate::lifecycle::State;
 use crate::op::{Lane, OpCell, Payload};
 use crate::ready::LaneState;
 use crate::sync::{
-    spin_step, Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Mutex, Ordering, Thread, MODEL_BUILD,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Mutex, Ordering, Thread, MODEL_BUILD,
 };
 use crate::var::{Var, VarInner, VarState};
 use std::collections::BTreeMap;
@@ -329,7 +329,9 @@ impl<P: Payload> Shared<P> {
             if self.domain.forking_here() {
                 return Err(Error::ForkInProgress);
             }
-            spin_step(round);
+            self.gate.wait_while(round, || {
+                self.gate.is_closed() && self.epoch.load(Ordering::Acquire) == self.domain.epoch()
+            });
             round = round.saturating_add(1);
         }
     }
