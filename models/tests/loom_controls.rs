@@ -57,7 +57,13 @@ fn lost_notify() {
 /// quiesce without releasing the GIL). Threads: main (GIL) + quiescer +
 /// 1 host.
 fn push_waits_for_quiesce() {
-    check("push_waits_for_quiesce", || {
+    // Four threads and three blocking hand-offs: bound 1 keeps it small
+    // (9602 executions, 2.6 s), but at bound 1 loom does not reach the
+    // failing schedule of the mutant; at bound 2 neither run finishes in
+    // 150 s. Hence both tests are ignored (see models/LOOM.md).
+    let mut b = builder();
+    b.preemption_bound = Some(1);
+    check_with("push_waits_for_quiesce", b, || {
         let w = Arc::new(World::new(2));
         w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
         let quiescer = {
@@ -69,7 +75,9 @@ fn push_waits_for_quiesce() {
         w.gil.lock().release();
         quiescer.join().unwrap();
         w.engine.wait_all().unwrap();
-        assert_eq!(w.ran(), vec![1, 2]);
+        let mut ran = w.ran();
+        ran.sort_unstable();
+        assert_eq!(ran, vec![1, 2]);
         w.engine.shutdown(LONG).unwrap();
     });
 }
@@ -213,14 +221,14 @@ fn sound_lost_notify() {
 }
 
 #[test]
-#[ignore = "loom: this scenario (quiesce + running host op + GIL-holding pusher) does not finish within 150 s even without the mutant; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
+#[ignore = "loom: at bound 1 the mutant is not reached, at bound 2 the scenario does not finish in 150 s; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn caught_push_waits_for_quiesce() {
     let msg = caught(Mutant::PushWaitsForQuiesce);
     assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
 }
 
 #[test]
-#[ignore = "loom: this scenario (quiesce + running host op + GIL-holding pusher) does not finish within 150 s even without the mutant; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
+#[ignore = "loom: at bound 1 the mutant is not reached, at bound 2 the scenario does not finish in 150 s; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn sound_push_waits_for_quiesce() {
     push_waits_for_quiesce();
 }
