@@ -174,6 +174,28 @@ impl Payload for Effect {
     }
 }
 
+/// Counts op bodies in flight (I3: none while a quiesce holds). Plain std
+/// data like the [`Oracle`]: it observes, it never synchronises the engine.
+#[derive(Clone, Default)]
+pub struct Probe(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Probe {
+    /// Bodies running now.
+    pub fn running(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A body starts.
+    pub fn enter(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A body ends.
+    pub fn leave(&self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The reference: `steps` run serially in order on `slots` zeroed slots.
 pub fn serial(slots: usize, steps: &[Step]) -> Vec<u64> {
     let mut mem = vec![0u64; slots];

@@ -14,7 +14,7 @@ mod shuttle_common;
 use forksafe_core::gil::GilBridge;
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{Engine, Error, ForkDomain, ForkSnapshot, OpErrorKind};
-use forksafe_models::Oracle;
+use forksafe_models::{Oracle, Probe};
 use shuttle_common::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

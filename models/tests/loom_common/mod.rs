@@ -23,7 +23,7 @@ use forksafe_core::{
     CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpErrorKind, OpSpec,
     Payload, State, Var,
 };
-use forksafe_models::{Effect, Oracle, Step};
+use forksafe_models::{Effect, Oracle, Probe, Step};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -193,17 +193,6 @@ pub enum Mode {
 /// Where a [`Mode::Handoff`] body leaves its token and result.
 pub type Slot = Arc<Mutex<Option<(CompletionToken<Job>, Result<(), String>)>>>;
 
-/// Counts op bodies in flight (I3: none while a quiesce holds).
-#[derive(Clone, Default)]
-pub struct Probe(Arc<AtomicUsize>);
-
-impl Probe {
-    /// Bodies running now.
-    pub fn running(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
 /// A callback a body runs (into the engine, H1).
 pub type Callback = Arc<dyn Fn() + Send + Sync>;
 
@@ -260,7 +249,7 @@ impl Payload for Job {
     fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
         mark(format!("start {}", self.effect.step.label));
         if let Some(p) = &self.probe {
-            p.0.fetch_add(1, Ordering::SeqCst);
+            p.enter();
         }
         if let Some(call) = &self.call {
             call();
@@ -272,7 +261,7 @@ impl Payload for Job {
         // Effect::run has a scheduling point between its start and end.
         let result = effect.run(None);
         if let Some(p) = &self.probe {
-            p.0.fetch_sub(1, Ordering::SeqCst);
+            p.leave();
         }
         mark(format!("end {}", self.effect.step.label));
         match (self.mode, token) {

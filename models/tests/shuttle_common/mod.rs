@@ -20,7 +20,7 @@ use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{
     CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpError, OpSpec, Payload, Var,
 };
-use forksafe_models::{mix, Oracle, Step};
+use forksafe_models::{mix, Oracle, Probe, Step};
 use shuttle::rand::{thread_rng, Rng};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -160,17 +160,6 @@ pub type Handed = (CompletionToken<Job>, Result<(), String>);
 /// Senders to the completer threads.
 pub type Mailboxes = SArc<Vec<shuttle::sync::Mutex<shuttle::sync::mpsc::Sender<Handed>>>>;
 
-/// Counts op bodies in flight (I3: none while a quiesce holds).
-#[derive(Clone, Default)]
-pub struct Probe(Arc<AtomicUsize>);
-
-impl Probe {
-    /// Bodies running now.
-    pub fn running(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
 /// A callback a body runs (into the engine, H1).
 pub type Callback = Arc<dyn Fn() + Send + Sync>;
 
@@ -206,7 +195,7 @@ pub fn enter_child_world(oracle: &Oracle) {
 impl Payload for Job {
     fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
         if let Some(p) = &self.probe {
-            p.0.fetch_add(1, Ordering::SeqCst);
+            p.enter();
         }
         if let Some(call) = &self.call {
             call();
@@ -216,7 +205,7 @@ impl Payload for Job {
             .unwrap_or_else(|| self.home.clone());
         let result = oracle.effect(self.step.clone()).run(None);
         if let Some(p) = &self.probe {
-            p.0.fetch_sub(1, Ordering::SeqCst);
+            p.leave();
         }
         match (self.mode, token) {
             (_, None) => result,
