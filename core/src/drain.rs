@@ -8,6 +8,7 @@ use crate::domain::ForkDomain;
 use crate::error::{Error, Result};
 use crate::lifecycle::State;
 use crate::op::OpInfo;
+use crate::sync::Clock;
 use std::time::Duration;
 
 /// Every engine of a domain quiesced (those that drained in time). Dispatch
@@ -74,7 +75,9 @@ impl ForkDomain {
         if members.iter().any(|m| m.state() == State::ShuttingDown) {
             return Err(Error::ShutDown);
         }
-        let deadline = Deadline::after(timeout);
+        // One deadline shared by the engines' quiesces.
+        let clock = Clock::new();
+        let deadline = clock.deadline_after(timeout);
         let mut held = DomainQuiesce {
             guards: Vec::with_capacity(members.len()),
             timed_out: Vec::new(),
@@ -83,7 +86,10 @@ impl ForkDomain {
             if m.state() == State::Stopped {
                 continue;
             }
-            match m.quiesce(deadline.remaining()) {
+            // At least a millisecond: an engine already idle still gets its
+            // quiesce; a busy one reports its running ops.
+            let left = clock.remaining(deadline).max(Duration::from_millis(1));
+            match m.quiesce(left) {
                 Ok(guard) => held.guards.push(guard),
                 Err(Error::Timeout { pending }) => held.timed_out.push((m.id(), pending)),
                 Err(Error::ShutDown) if m.state() == State::Stopped => {}
@@ -92,47 +98,5 @@ impl ForkDomain {
         }
         drop(members);
         Ok(held)
-    }
-}
-
-/// One deadline shared by the engines' quiesces.
-struct Deadline {
-    #[cfg(not(any(loom, shuttle)))]
-    at: std::time::Instant,
-    #[cfg(any(loom, shuttle))]
-    timeout: Duration,
-}
-
-impl Deadline {
-    fn after(timeout: Duration) -> Self {
-        #[cfg(not(any(loom, shuttle)))]
-        {
-            let now = std::time::Instant::now();
-            Deadline {
-                at: now
-                    .checked_add(timeout)
-                    .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365)),
-            }
-        }
-        #[cfg(any(loom, shuttle))]
-        {
-            Deadline { timeout }
-        }
-    }
-
-    /// Time left, at least a millisecond (so an engine already idle still
-    /// gets its quiesce; a busy one reports its running ops). Model builds
-    /// do not model time: each engine gets the whole timeout.
-    fn remaining(&self) -> Duration {
-        #[cfg(not(any(loom, shuttle)))]
-        {
-            self.at
-                .saturating_duration_since(std::time::Instant::now())
-                .max(Duration::from_millis(1))
-        }
-        #[cfg(any(loom, shuttle))]
-        {
-            self.timeout
-        }
     }
 }

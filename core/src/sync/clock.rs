@@ -53,6 +53,24 @@ impl Clock {
         }
     }
 
+    /// Time left until `deadline`, zero once it has passed. Model builds do
+    /// not model time: until the clock passes the deadline this is a
+    /// positive stand-in (any positive timeout ends at the next advance).
+    pub fn remaining(&self, deadline: Instant) -> Duration {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            deadline.saturating_duration_since(std::time::Instant::now())
+        }
+        #[cfg(any(loom, shuttle))]
+        {
+            if self.passed(deadline) {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(1)
+            }
+        }
+    }
+
     /// Model builds: moves time one tick on. The engine wakes its timed
     /// waiters after calling this (see `Engine::advance_clock`).
     #[cfg(any(loom, shuttle))]
