@@ -87,6 +87,12 @@ impl HostLock {
         self.state.lock().owner == Some(current_thread().id())
     }
 
+    /// Whether some other thread is blocked waiting for the lock (a model
+    /// uses this to wait until a host worker needs the lock it holds).
+    pub fn contended(&self) -> bool {
+        !self.state.lock().waiters.is_empty()
+    }
+
     /// Releases every level this thread holds; returns how many.
     fn release_all(&self) -> usize {
         let (depth, waiters) = {

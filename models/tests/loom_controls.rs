@@ -16,7 +16,7 @@
 mod loom_common;
 
 use forksafe_core::sync::mutant::{self, Mutant};
-use forksafe_core::{Error, Lane};
+use forksafe_core::{Error, Lane, State};
 use loom_common::*;
 use std::process::Command;
 use std::sync::Arc;
@@ -56,28 +56,32 @@ fn lost_notify() {
 /// GIL-holding pusher pushes meanwhile (with the mutant it waits for the
 /// quiesce without releasing the GIL). Threads: main (GIL) + quiescer +
 /// 1 host.
+///
+/// The order is forced rather than left to preemptions: main holds the GIL
+/// from the start, waits (yielding) until the host worker has taken op 1
+/// and blocks on the GIL, starts the quiesce, and waits until it has begun
+/// before its second push. So the mutant's failing schedule needs no
+/// preemption at all, and bound 1 keeps the sound twin small.
 fn push_waits_for_quiesce() {
-    // Four threads and three blocking hand-offs: bound 1 keeps it small
-    // (9602 executions, 2.6 s), but at bound 1 loom does not reach the
-    // failing schedule of the mutant; at bound 2 neither run finishes in
-    // 150 s. Hence both tests are ignored (see models/LOOM.md).
-    let mut b = builder();
-    b.preemption_bound = Some(1);
-    check_with("push_waits_for_quiesce", b, || {
+    check("push_waits_for_quiesce", || {
         let w = Arc::new(World::new(2));
+        w.gil.lock().acquire();
         w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
+        while !w.gil.lock().contended() {
+            loom::thread::yield_now();
+        }
         let quiescer = {
             let w = w.clone();
             loom::thread::spawn(move || drop(w.engine.quiesce(LONG).unwrap()))
         };
-        w.gil.lock().acquire();
+        while w.engine.state() == State::Running {
+            loom::thread::yield_now();
+        }
         w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
         w.gil.lock().release();
         quiescer.join().unwrap();
         w.engine.wait_all().unwrap();
-        let mut ran = w.ran();
-        ran.sort_unstable();
-        assert_eq!(ran, vec![1, 2]);
+        assert_eq!(w.ran(), vec![1, 2]);
         w.engine.shutdown(LONG).unwrap();
     });
 }
@@ -221,14 +225,12 @@ fn sound_lost_notify() {
 }
 
 #[test]
-#[ignore = "loom: at bound 1 the mutant is not reached, at bound 2 the scenario does not finish in 150 s; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn caught_push_waits_for_quiesce() {
     let msg = caught(Mutant::PushWaitsForQuiesce);
     assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
 }
 
 #[test]
-#[ignore = "loom: at bound 1 the mutant is not reached, at bound 2 the scenario does not finish in 150 s; shuttle catches it (shuttle_controls.rs); see models/LOOM.md"]
 fn sound_push_waits_for_quiesce() {
     push_waits_for_quiesce();
 }
