@@ -1,0 +1,229 @@
+"""The Python API: vars, arrays, host-lane callbacks, built-in Rust compute
+ops, waits, errors and bad input."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import forksafe
+
+
+def test_push_callbacks_in_var_order(eng):
+    v = eng.new_var()
+    seen = []
+    for i in range(200):
+        eng.push(seen.append, args=(i,), writes=[v], name="append")
+    eng.wait(v)
+    assert seen == list(range(200))
+    assert eng.var_version(v) == 200
+    eng.wait_all()
+
+
+def test_callback_args_kwargs_and_name(eng):
+    out = {}
+
+    def cb(a, b, *, c):
+        out["v"] = (a, b, c, threading.current_thread().name)
+
+    v = eng.new_var()
+    eng.push(cb, args=[1, 2], kwargs={"c": 3}, writes=[v], name="named")
+    eng.wait(v)
+    assert out["v"][:3] == (1, 2, 3)
+
+
+def test_rust_compute_ops_and_host_ops(eng):
+    a, b, out = eng.array([1.0, 2.0]), eng.array([10.0, 20.0]), eng.array()
+    eng.add(a, b, out)
+    eng.add(out, a, out)  # in place: out is only written
+    c = eng.array()
+    eng.copy(out, c)
+    eng.fill(a, 7.0)
+    seen = []
+    eng.push(lambda: seen.append(c.tolist()), reads=[c])
+    eng.wait_all()
+    assert out.tolist() == [12.0, 24.0]
+    assert seen == [[12.0, 24.0]]
+    assert a.tolist() == [7.0, 7.0]
+
+
+def test_default_engine():
+    d = forksafe.default_engine()
+    assert d is forksafe.default_engine()
+    assert isinstance(d, forksafe.Engine) and d.is_default
+    v = d.new_var()
+    d.push(lambda: None, writes=[v])
+    d.wait(v)
+
+
+def test_exception_in_callback_reraised_at_wait(eng):
+    v, w, ok = eng.new_var(), eng.new_var(), eng.new_var()
+
+    def forward():
+        raise KeyError("missing input 'x'")
+
+    eng.push(forward, writes=[v], name="bad forward")
+    eng.push(lambda: None, reads=[v], writes=[w], name="dependent")
+    eng.push(lambda: None, writes=[ok], name="independent")
+    with pytest.raises(forksafe.OpError) as info:
+        eng.wait(v)
+    e = info.value
+    assert e.kind == "failed"
+    assert e.exc_type == "KeyError"
+    assert e.message == "\"missing input 'x'\""
+    assert e.op_name == "bad forward"
+    assert "Traceback (most recent call last)" in e.traceback
+    assert "in forward" in e.traceback and "raise KeyError" in e.traceback
+    assert "missing input 'x'" in str(e) and "in forward" in str(e)
+    # Poison sticks and passes on to dependents, with the same error.
+    with pytest.raises(forksafe.OpError):
+        eng.wait(v)
+    with pytest.raises(forksafe.OpError) as dep:
+        eng.wait(w)
+    assert dep.value.op_name == "bad forward"
+    eng.wait(ok)
+    with pytest.raises(forksafe.OpError) as all_:
+        eng.wait_all()
+    assert [x.op_name for x in all_.value.errors] == ["bad forward"]
+    eng.wait_all()  # reported once
+    # The engine keeps working once the poison is cleared.
+    eng.clear_poison(v)
+    eng.push(lambda: None, writes=[v])
+    eng.wait(v)
+
+
+def test_rust_op_failure(eng):
+    a, b, out = eng.array([1.0]), eng.array([1.0, 2.0]), eng.array()
+    eng.add(a, b, out)
+    with pytest.raises(forksafe.OpError, match="length mismatch") as info:
+        out.tolist()
+    assert info.value.exc_type is None
+    with pytest.raises(forksafe.OpError):
+        eng.wait_all()
+
+
+def test_callback_waits_on_another_var():
+    # One host worker: the callback waits for a Rust op and for a host op
+    # pushed before it; neither deadlocks the pool.
+    eng = forksafe.Engine(compute_workers=1, host_workers=1)
+    x, y, z = eng.array(), eng.new_var(), eng.new_var()
+    eng.sleep(0.2, writes=[x])
+    eng.fill(x, 3.0, 2)
+    order = []
+    eng.push(lambda: (time.sleep(0.1), order.append("y")), writes=[y])
+    got = {}
+
+    def consumer():
+        eng.wait(y)
+        got["x"] = x.tolist()  # waits for the Rust writes of x
+        order.append("consumer")
+
+    eng.push(consumer, writes=[z], name="consumer")
+    eng.wait(z, timeout=10)
+    assert got["x"] == [3.0, 3.0]
+    assert order == ["y", "consumer"]
+    eng.shutdown()
+
+
+def test_wait_on_own_write_is_an_error(eng):
+    v = eng.new_var()
+    caught = []
+
+    def cb():
+        try:
+            eng.wait(v)
+        except forksafe.ForksafeError as e:
+            caught.append(str(e))
+
+    eng.push(cb, writes=[v])
+    eng.wait(v)
+    assert caught and "calling op" in caught[0]
+
+
+def test_wait_timeout(eng):
+    v = eng.new_var()
+    eng.sleep(1.0, writes=[v], name="long")
+    with pytest.raises(forksafe.WaitTimeout) as info:
+        eng.wait(v, timeout=0.05)
+    assert any("long" in p for p in info.value.pending)
+    with pytest.raises(forksafe.WaitTimeout):
+        eng.wait_all(timeout=0.05)
+    eng.wait(v, timeout=10)
+
+
+def test_bad_input_raises_typed_errors(eng):
+    other = forksafe.Engine()
+    v, w = eng.new_var(), other.new_var()
+    with pytest.raises(TypeError):
+        eng.push(42)
+    with pytest.raises(TypeError):
+        eng.push(lambda: None, writes=[object()])
+    with pytest.raises(TypeError):
+        eng.push(lambda: None, writes=3)
+    with pytest.raises(ValueError, match="more than once"):
+        eng.push(lambda: None, reads=[v], writes=[v])
+    with pytest.raises(ValueError, match="another engine"):
+        eng.push(lambda: None, writes=[w])
+    with pytest.raises(ValueError):
+        eng.wait(v, timeout=0)
+    with pytest.raises(ValueError):
+        eng.push(lambda: None, priority="urgent")
+    with pytest.raises(ValueError):
+        forksafe.Engine(compute_workers=0)
+    with pytest.raises(ValueError):
+        forksafe.Engine(fork_drain=-1)
+    with pytest.raises(TypeError):
+        forksafe.Engine(bogus=1)
+    eng.delete_var(v)
+    with pytest.raises(ValueError, match="deleted"):
+        eng.push(lambda: None, writes=[v])
+    other.shutdown()
+
+
+def test_shutdown_refuses_pushes_and_reports():
+    eng = forksafe.Engine(host_workers=1)
+    v = eng.new_var()
+    for _ in range(50):
+        eng.push(time.sleep, args=(0.02,), writes=[v], name="queued")
+    report = eng.shutdown(0.1)
+    assert "queued" in report["cancelled"]
+    assert eng.state == "stopped"
+    with pytest.raises(forksafe.ShutDownError):
+        eng.push(lambda: None)
+    with pytest.raises(forksafe.OpError) as info:
+        eng.wait_all()
+    assert any(e.kind == "cancelled" for e in info.value.errors)
+
+
+def test_push_and_wait_from_many_threads(eng):
+    v = eng.new_var()
+    count = [0]
+
+    def bump():
+        count[0] += 1
+
+    def pusher():
+        for _ in range(100):
+            eng.push(bump, writes=[v])
+        eng.wait(v)
+
+    ts = [threading.Thread(target=pusher) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    eng.wait_all()
+    assert count[0] == 400
+
+
+def test_bounded_engine_push_waits_without_the_gil():
+    eng = forksafe.Engine(max_pending=4, host_workers=1)
+    v = eng.new_var()
+    seen = []
+    for i in range(40):
+        eng.push(seen.append, args=(i,), writes=[v])
+    eng.wait(v)
+    assert seen == list(range(40))
+    eng.shutdown()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test-python.sh — the Python binding's stage: a fresh venv, the package
+# installed the way the README says (`pip install ./python`, which builds the
+# PyO3 extension with maturin), then its pytest suite with per-test timings.
+#
+#   bash scripts/test-python.sh              the whole stage
+#   bash scripts/test-python.sh -k fork      extra arguments go to pytest
+#
+# Environment:
+#   PYTHON              the interpreter to build the venv from (default:
+#                       python3.11, else python3)
+#   FORKSAFE_VENV       where the venv goes (default: target/python-venv;
+#                       recreated on every run)
+#   CARGO_TARGET_DIR    the Rust build dir (default: target/python, kept
+#                       between runs so rebuilds are incremental)
+#
+# Every test runs under pytest-timeout (python/pyproject.toml: 60 s), and the
+# tests that start processes give them their own deadlines: a hang fails.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+    if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
+fi
+VENV="${FORKSAFE_VENV:-$ROOT/target/python-venv}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/python}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+echo "test-python: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2"
+
+start=$SECONDS
+"$VENV/bin/python" -m pip install -q ./python
+echo "test-python: pip install ./python took $((SECONDS - start))s"
+
+# From the repository root, so that `import forksafe` (here and in the
+# subprocesses the tests start) is the installed package, not python/forksafe.
+"$VENV/bin/python" -I -c 'import forksafe, sys; print("test-python: forksafe from", forksafe.__file__)'
+"$VENV/bin/pytest" -c python/pyproject.toml --rootdir python -p no:cacheprovider \
+    -v --durations=0 python/tests "$@"
