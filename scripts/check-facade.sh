@@ -2,7 +2,8 @@
 # check-facade.sh — enforce DESIGN.md's one rule about synchronisation:
 # the `sync` facade (core/src/sync/) is the only module that names
 # `std::sync`, `std::thread`, `UnsafeCell`, `thread_local!`, `parking_lot`,
-# `crossbeam`, `loom` or `shuttle`. Everything else in core/src and engine/src
+# `crossbeam`, `loom` or `shuttle`. Everything else in core/src, engine/src
+# and python/src (the binding)
 # must go through `crate::sync::` / `forksafe_core::sync::`, so what the loom
 # and shuttle models check is what ships.
 #
@@ -222,14 +223,15 @@ exit $bad;
 ' -- "$@"
 }
 
-# The files to check under $1: every .rs in core/src and engine/src, minus
+# The files to check under $1: every .rs in core/src, engine/src and
+# python/src (the binding, where present), minus
 # core/src/sync/.
 # Paths are printed relative to the root.
 files_under() {
     local root="$1" dir
     (
         cd "$root"
-        for dir in core/src engine/src; do
+        for dir in core/src engine/src python/src; do
             [ -d "$dir" ] || continue
             find "$dir" -type f -name '*.rs' -not -path 'core/src/sync/*' -print
         done | LC_ALL=C sort

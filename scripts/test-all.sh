@@ -17,6 +17,9 @@
 #              --target-dir target/shuttle
 #            shuttle models live in models/tests/shuttle_*.rs, gated #![cfg(shuttle)].
 #   demo     cargo run --release -p forksafe --example fork_demo
+#   python   bash scripts/test-python.sh: a fresh venv, `pip install ./python`
+#            (the PyO3 binding, built by maturin into target/python), pytest
+#            with per-test timings
 #
 # Each model build has its own target dir, so the three builds never
 # invalidate each other's artefacts.
@@ -39,7 +42,7 @@ else
     export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 fi
 
-ALL_STAGES=(plain loom shuttle demo)
+ALL_STAGES=(plain loom shuttle demo python)
 if [ "$#" -gt 0 ]; then
     STAGES=("$@")
     for s in "${STAGES[@]}"; do
@@ -124,6 +127,10 @@ stage_demo() {
     else
         echo "test-all: WARNING: engine/examples/fork_demo.rs does not exist yet; demo skipped" >&2
     fi
+}
+
+stage_python() {
+    bash scripts/test-python.sh
 }
 
 TOTAL_START="$(now)"
