@@ -35,6 +35,7 @@ pub mod lifecycle;
 mod op;
 mod ready;
 mod token;
+mod trace;
 mod var;
 
 pub use domain::ForkDomain;
@@ -48,4 +49,5 @@ pub use lifecycle::State;
 pub use op::{Lane, OpInfo, OpSpec, Payload, Priority};
 pub use ready::STARVATION_LIMIT;
 pub use token::CompletionToken;
+pub use trace::TraceEvent;
 pub use var::Var;

@@ -145,6 +145,26 @@ impl<P: Payload> OpSpec<P> {
         self.writes.extend(vars.iter().cloned());
         self
     }
+    /// Vars the op reads, taken by value (no copy of the list when none
+    /// were given before).
+    pub fn reads_vec(mut self, mut vars: Vec<Var<P>>) -> Self {
+        if self.reads.is_empty() {
+            self.reads = vars;
+        } else {
+            self.reads.append(&mut vars);
+        }
+        self
+    }
+    /// Vars the op writes, taken by value (no copy of the list when none
+    /// were given before).
+    pub fn writes_vec(mut self, mut vars: Vec<Var<P>>) -> Self {
+        if self.writes.is_empty() {
+            self.writes = vars;
+        } else {
+            self.writes.append(&mut vars);
+        }
+        self
+    }
     /// The lane (default compute).
     pub fn lane(mut self, lane: Lane) -> Self {
         self.lane = lane;

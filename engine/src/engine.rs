@@ -5,7 +5,7 @@
 use crate::atfork::{ensure_registered, DOMAIN};
 use crate::{
     Config, ForkReport, HostBridge, NoHost, OpBuilder, OpError, QuiesceGuard, Result,
-    ShutdownReport, State, Task, Var,
+    ShutdownReport, State, Task, Trace, Var,
 };
 use forksafe_core::OpSpec;
 use std::time::Duration;
@@ -176,6 +176,28 @@ impl Engine {
     /// ```
     pub fn quiesce(&self, timeout: Duration) -> Result<QuiesceGuard> {
         self.inner.quiesce(timeout)
+    }
+
+    /// Starts (or resumes) recording the op timeline: one event per op body
+    /// run, until [`Engine::trace_stop`]. Off by default; off, it costs one
+    /// relaxed load per body.
+    pub fn trace_start(&self) -> Result<()> {
+        self.inner.set_tracing(true)
+    }
+
+    /// Stops recording the op timeline (what was recorded stays until
+    /// [`Engine::trace_take`]).
+    pub fn trace_stop(&self) -> Result<()> {
+        self.inner.set_tracing(false)
+    }
+
+    /// Takes the timeline recorded so far; write it with
+    /// [`Trace::to_chrome_json`] to load it in Perfetto.
+    pub fn trace_take(&self) -> Result<Trace> {
+        Ok(Trace {
+            events: self.inner.take_trace()?,
+            thread_name: self.config.thread_name.to_lowercase(),
+        })
     }
 
     /// In a fork child: what this engine inherited (ops completed with

@@ -47,6 +47,7 @@ mod exit;
 mod fork;
 mod op;
 mod task;
+mod trace;
 
 pub use atfork::fork_epoch;
 pub use bridge::{HostBridge, NoHost};
@@ -59,11 +60,13 @@ pub use exit::ExitGuard;
 pub use fork::{fork, fork_with, DrainReport, Forked};
 pub use op::OpBuilder;
 pub use task::{Task, Token};
+pub use trace::Trace;
 
 /// The concurrency core this crate is built on.
 pub use forksafe_core as core;
 pub use forksafe_core::{
     Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, Priority, Result, ShutdownReport, State,
+    TraceEvent,
 };
 
 /// A var of the production engine: a handle naming a resource, whose

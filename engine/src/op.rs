@@ -60,12 +60,16 @@ impl<'e> OpBuilder<'e> {
 
     /// Vars the op reads.
     pub fn reads(mut self, vars: &[&Var]) -> Self {
+        // Exact: the list is kept for the op's life (no spare capacity per
+        // pending op).
+        self.reads.reserve_exact(vars.len());
         self.reads.extend(vars.iter().map(|v| (*v).clone()));
         self
     }
 
     /// Vars the op writes (each completed write bumps the var's version).
     pub fn writes(mut self, vars: &[&Var]) -> Self {
+        self.writes.reserve_exact(vars.len());
         self.writes.extend(vars.iter().map(|v| (*v).clone()));
         self
     }
@@ -146,12 +150,10 @@ impl<'e> OpBuilder<'e> {
     }
 
     fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {
-        let reads: Vec<Var> = self.reads;
-        let writes: Vec<Var> = self.writes;
         let mut spec = OpSpec::new(task)
             .name(self.name)
-            .reads(&reads)
-            .writes(&writes)
+            .reads_vec(self.reads)
+            .writes_vec(self.writes)
             .lane(self.lane)
             .priority(self.priority);
         if self.run_on_error {

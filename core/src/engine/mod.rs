@@ -29,6 +29,7 @@ use crate::ready::LaneState;
 use crate::sync::{
     Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Mutex, Ordering, Thread, MODEL_BUILD,
 };
+use crate::trace::{TraceEvent, Tracer};
 use crate::var::{Var, VarInner, VarState};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -120,6 +121,10 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) bridge: Box<dyn HostBridge>,
     pub(crate) config: Config,
     pub(crate) lanes: [Mutex<LaneState<P>>; 2],
+    /// Production builds: bumped each time an op is queued on a lane, so a
+    /// worker about to park can spin on it for a moment first (a hint only;
+    /// every decision is taken again under the lane lock).
+    pub(crate) queued_gen: [AtomicUsize; 2],
     pub(crate) ctl: Mutex<Control>,
     /// Mirror of `ctl.state` for the hot path.
     pub(crate) state: AtomicUsize,
@@ -139,6 +144,8 @@ pub(crate) struct Shared<P: Payload> {
     /// Model builds: threads in a timed wait, woken when the model fires a
     /// deadline.
     pub(crate) timed: Mutex<Vec<Thread>>,
+    /// The optional op timeline.
+    pub(crate) tracer: Tracer,
 }
 
 /// A dependency engine over payload `P` (DESIGN.md). Dropping it shuts it
@@ -216,6 +223,7 @@ impl<P: Payload> Engine<P> {
             bridge,
             config,
             lanes: [Mutex::new(LaneState::new()), Mutex::new(LaneState::new())],
+            queued_gen: [AtomicUsize::new(0), AtomicUsize::new(0)],
             ctl: Mutex::new(Control {
                 state: State::Running,
                 quiesces: 0,
@@ -236,6 +244,7 @@ impl<P: Payload> Engine<P> {
             settling: AtomicBool::new(false),
             carried: AtomicU64::new(0),
             timed: Mutex::new(Vec::new()),
+            tracer: Tracer::new(),
         });
         domain.register(Box::new(Member(shared.clone())))?;
         Ok(Engine { shared })
@@ -284,6 +293,21 @@ impl<P: Payload> Engine<P> {
     pub fn pending(&self) -> Result<usize> {
         let _section = self.shared.enter()?;
         Ok(self.shared.live.iter().map(|s| s.lock().len()).sum())
+    }
+
+    /// Turns the op timeline on or off. While on, every op body that runs
+    /// adds one [`TraceEvent`]; off (the default), the cost is one relaxed
+    /// load per body.
+    pub fn set_tracing(&self, on: bool) -> Result<()> {
+        let _section = self.shared.enter()?;
+        self.shared.tracer.set(on);
+        Ok(())
+    }
+
+    /// Takes the timeline events recorded so far, ordered by start time.
+    pub fn take_trace(&self) -> Result<Vec<TraceEvent>> {
+        let _section = self.shared.enter()?;
+        Ok(self.shared.tracer.take())
     }
 
     /// The report of the last fork child settling, in a child process.

@@ -133,7 +133,7 @@ impl<P: Payload> Shared<P> {
         // var's queue and in the live index.
         let mut spawns = Spawns::new();
         if op.grant() {
-            this.dispatch(vec![op], None, &mut spawns);
+            this.dispatch(std::iter::once(op), None, &mut spawns);
         }
         drop(section);
         Shared::spawn_workers(this, spawns);

@@ -8,13 +8,21 @@ use super::Shared;
 use crate::current::{enter_op, RunningOp};
 use crate::error::OpErrorKind;
 use crate::op::{Action, Lane, OpCell, Payload};
-use crate::sync::{current_thread, spawn_named, Arc};
+use crate::sync::{current_thread, spawn_named, Arc, Ordering, MODEL_BUILD};
 use crate::token::CompletionToken;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Workers to start once the section that decided it has ended: lane and
 /// worker index.
 pub(crate) type Spawns = Vec<(Lane, usize)>;
+
+/// Spin steps (see [`crate::sync::spin_step`]: 64 CPU hints, then yields) a
+/// worker that found its lane empty waits for a newly queued op before it
+/// registers as idle and parks. A pusher that finds no idle worker queues
+/// the op without a wake-up system call, and the worker takes it without a
+/// park/unpark round trip. None in model builds, whose schedules stay as
+/// they were.
+const SPIN_BEFORE_PARK: u32 = if MODEL_BUILD { 0 } else { 200 };
 
 impl<P: Payload> Shared<P> {
     /// Queues ready ops and wakes or plans workers; inside a section. A
@@ -23,7 +31,7 @@ impl<P: Payload> Shared<P> {
     /// (saves a queue round trip; never overtakes a queued op).
     pub(crate) fn dispatch(
         &self,
-        ops: Vec<Arc<OpCell<P>>>,
+        ops: impl IntoIterator<Item = Arc<OpCell<P>>>,
         inline: Option<Lane>,
         spawns: &mut Spawns,
     ) -> Option<Arc<OpCell<P>>> {
@@ -44,6 +52,9 @@ impl<P: Payload> Shared<P> {
                 continue;
             }
             ls.push(op);
+            if !MODEL_BUILD {
+                self.queued_gen[lane.index()].fetch_add(1, Ordering::Relaxed);
+            }
             if let Some((_, t)) = ls.idle.pop() {
                 drop(ls);
                 t.unpark();
@@ -80,7 +91,7 @@ impl<P: Payload> Shared<P> {
                     None => return,
                 },
             };
-            next = Shared::execute(&this, op, lane);
+            next = Shared::execute(&this, op, lane, index);
         }
     }
 
@@ -88,6 +99,7 @@ impl<P: Payload> Shared<P> {
     /// `None` when the worker should exit (stopped, or surplus after a
     /// blocked wait ended).
     fn next_ready(&self, lane: Lane, index: usize) -> Option<Arc<OpCell<P>>> {
+        let mut spin = SPIN_BEFORE_PARK;
         loop {
             let Ok(section) = self.enter() else {
                 // Only the forking thread is refused, and a worker forks only
@@ -114,6 +126,22 @@ impl<P: Payload> Shared<P> {
                     }
                 }
             }
+            if spin > 0 && !ls.paused {
+                // Not registered as idle while spinning: dispatch queues
+                // without waking anyone, and this loop looks again under
+                // the lock before it parks.
+                let seen = self.queued_gen[lane.index()].load(Ordering::Relaxed);
+                drop(ls);
+                drop(section);
+                let mut round = 0;
+                while round < spin && self.queued_gen[lane.index()].load(Ordering::Relaxed) == seen
+                {
+                    crate::sync::spin_step(round);
+                    round += 1;
+                }
+                spin = 0;
+                continue;
+            }
             if !ls.idle.iter().any(|(i, _)| *i == index) {
                 ls.idle.push((index, current_thread()));
             }
@@ -129,10 +157,11 @@ impl<P: Payload> Shared<P> {
         this: &Arc<Self>,
         op: Arc<OpCell<P>>,
         lane: Lane,
+        worker: usize,
     ) -> Option<Arc<OpCell<P>>> {
         let outcome = match op.action {
             Action::ClearPoison | Action::Delete => Outcome::Ok,
-            Action::Sync | Action::Async => Shared::run_body(this, &op, lane),
+            Action::Sync | Action::Async => Shared::run_body(this, &op, lane, worker),
         };
         match outcome {
             Outcome::Pending => None,
@@ -141,7 +170,7 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Runs the body of a sync or async op, outside every engine lock (H1).
-    fn run_body(this: &Arc<Self>, op: &Arc<OpCell<P>>, lane: Lane) -> Outcome {
+    fn run_body(this: &Arc<Self>, op: &Arc<OpCell<P>>, lane: Lane, worker: usize) -> Outcome {
         let Ok(section) = this.enter() else {
             return Outcome::Raised(op.error(OpErrorKind::LostInFork));
         };
@@ -179,6 +208,7 @@ impl<P: Payload> Shared<P> {
             engine: this.key(),
             op: op.info.id,
         });
+        let traced = this.tracer.start();
         let result = match lane {
             Lane::Compute => catch_unwind(AssertUnwindSafe(|| payload.run(token))),
             Lane::Host => crate::host::with_host(&*this.bridge, || {
@@ -186,6 +216,12 @@ impl<P: Payload> Shared<P> {
             }),
         };
         drop(running);
+        if let Some(start) = traced {
+            // In a section, so no thread holds the recorder's lock at a fork.
+            if let Ok(_section) = this.enter() {
+                this.tracer.record(&op.info, worker, start);
+            }
+        }
         if lane == Lane::Host {
             this.leave_bridge();
         }

@@ -218,24 +218,30 @@ pub fn spin_step(round: u32) {
 /// sharded counters are shared by few threads. Always 0 in model builds,
 /// where every structure has one shard.
 pub fn thread_shard(n: usize) -> usize {
+    thread_number() % n
+}
+
+/// A small number naming the calling thread, unique in the process (given
+/// out in the order threads first ask; a fork child's thread keeps its
+/// parent's number). Always 0 in model builds.
+pub fn thread_number() -> usize {
     #[cfg(not(any(loom, shuttle)))]
     {
         use std::cell::Cell;
         use std::sync::atomic::{AtomicUsize as StdAtomic, Ordering as StdOrdering};
         static NEXT: StdAtomic = StdAtomic::new(0);
         std::thread_local! {
-            static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+            static NUMBER: Cell<usize> = const { Cell::new(usize::MAX) };
         }
-        SHARD.with(|s| {
+        NUMBER.with(|s| {
             if s.get() == usize::MAX {
                 s.set(NEXT.fetch_add(1, StdOrdering::Relaxed));
             }
-            s.get() % n
+            s.get()
         })
     }
     #[cfg(any(loom, shuttle))]
     {
-        let _ = n;
         0
     }
 }

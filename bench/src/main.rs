@@ -1,0 +1,232 @@
+//! `forksafe-bench`: the DESIGN.md performance anchors on forksafe's
+//! production engine.
+//!
+//! ```text
+//! cargo run --release -p forksafe-bench -- [--reps N] [--workers N] [--raw]
+//!     [--trace FILE] [WORKLOAD...]
+//! ```
+//!
+//! Workloads: `indep`, `chain`, `dag`, `dag-2us`, `indep-2t` (timed to the
+//! final `wait_all`, median of `--reps` runs), `fork` (fork + exit + waitpid
+//! with no engine, an idle engine and a busy engine, each mode in a fresh
+//! process of this binary, alternated), `mem` (bytes per pending op, a
+//! million ops queued behind a quiesce), `split` (`dag-2us` cut in two:
+//! push alone into a quiesced engine, then drain alone). No workload given:
+//! all of them.
+//! `--raw` also prints one `RESULT` line per timed run (for
+//! `scripts/bench-vs-mxnet.sh`); `--trace FILE` writes a Chrome Trace Event
+//! timeline of the last timed run.
+
+mod alloc;
+mod fork;
+mod mem;
+mod split;
+mod stats;
+mod workloads;
+
+use forksafe::{Config, Engine};
+use stats::median;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+struct Args {
+    reps: usize,
+    workers: usize,
+    raw: bool,
+    trace: Option<String>,
+    fork_child: Option<String>,
+    workloads: Vec<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        reps: 5,
+        workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        raw: false,
+        trace: None,
+        fork_child: None,
+        workloads: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--reps" => {
+                a.reps = value("--reps")?
+                    .parse()
+                    .map_err(|e| format!("--reps: {e}"))?
+            }
+            "--workers" => {
+                a.workers = value("--workers")?
+                    .parse()
+                    .map_err(|e| format!("--workers: {e}"))?
+            }
+            "--raw" => a.raw = true,
+            "--trace" => a.trace = Some(value("--trace")?),
+            "--fork-child" => a.fork_child = Some(value("--fork-child")?),
+            "-h" | "--help" => {
+                return Err("usage: forksafe-bench [--reps N] [--workers N] [--raw] \
+                            [--trace FILE] [indep chain dag dag-2us indep-2t fork mem split]"
+                    .into())
+            }
+            w if workloads::NAMES.contains(&w) || ["fork", "mem", "split"].contains(&w) => {
+                a.workloads.push(w.to_string())
+            }
+            other => return Err(format!("unknown argument {other} (try --help)")),
+        }
+    }
+    if a.reps == 0 || a.workers == 0 {
+        return Err("--reps and --workers must be positive".into());
+    }
+    if a.workloads.is_empty() {
+        a.workloads = workloads::NAMES.iter().map(|s| s.to_string()).collect();
+        a.workloads
+            .extend(["fork".into(), "mem".into(), "split".into()]);
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some(mode) = &args.fork_child {
+        if let Err(e) = fork::child(mode, args.workers) {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    println!("command: {}", stats::command_line());
+    println!("machine: {}", stats::machine());
+    println!("engine:  forksafe, {} compute workers", args.workers);
+    println!();
+    println!("| workload | ops | median s | ops/s | runs | allocs/op |");
+    println!("|---|---|---|---|---|---|");
+    let timed: Vec<&String> = args
+        .workloads
+        .iter()
+        .filter(|w| workloads::NAMES.contains(&w.as_str()))
+        .collect();
+    if !timed.is_empty() {
+        run_timed(&args, &timed);
+    }
+    if args.workloads.iter().any(|w| w == "fork") {
+        run_fork(&args);
+    }
+    if args.workloads.iter().any(|w| w == "split") {
+        let s = split::measure(args.workers);
+        println!(
+            "| split dag-2us: push alone | {} | {:.3} µs/op | | 1 | |",
+            workloads::OPS,
+            s.push_us
+        );
+        println!(
+            "| split dag-2us: drain alone | {} | {:.3} µs/op | {:.0} | 1 | |",
+            workloads::OPS,
+            s.drain_us,
+            1e6 / s.drain_us
+        );
+        let cpu = s.push_us + 2.0 + s.worker_overhead_us;
+        println!(
+            "split: CPU per op = push {:.3} + body 2 + worker overhead {:.3} = {cpu:.3} µs; \
+             {} cores bound one pusher + workers to {:.0} ops/s",
+            s.push_us,
+            s.worker_overhead_us,
+            args.workers,
+            args.workers as f64 * 1e6 / cpu
+        );
+    }
+    if args.workloads.iter().any(|w| w == "mem") {
+        let m = mem::measure(args.workers);
+        println!(
+            "| mem ({} pending ops) | heap {:.1} B/op | RSS {:.1} B/op | | 1 | |",
+            mem::PENDING_OPS,
+            m.heap_per_op,
+            m.rss_per_op
+        );
+        let per_op: Vec<String> = m
+            .by_size
+            .iter()
+            .map(|(size, n)| format!("{n:.2} x {size} B"))
+            .collect();
+        let listed: f64 = m.by_size.iter().map(|(s, n)| *s as f64 * n).sum();
+        println!(
+            "mem: heap per pending op by allocation size: {} (+ {:.1} B amortised container growth)",
+            per_op.join(", "),
+            m.heap_per_op - listed
+        );
+    }
+}
+
+fn run_timed(args: &Args, names: &[&String]) {
+    let engine = Engine::new(Config {
+        compute_workers: args.workers,
+        ..Config::default()
+    })
+    .expect("engine");
+    let fx = workloads::Fixture::new(&engine);
+    // Warm-up: start the workers.
+    workloads::run(&engine, &fx, "indep").expect("warm-up");
+    for name in names {
+        let mut secs = Vec::new();
+        let calls = alloc::alloc_calls();
+        for _ in 0..args.reps {
+            let d = workloads::run(&engine, &fx, name).expect("known workload");
+            if args.raw {
+                println!(
+                    "RESULT engine=forksafe workload={name} ops={} seconds={:.6}",
+                    workloads::OPS,
+                    d.as_secs_f64()
+                );
+            }
+            secs.push(d.as_secs_f64());
+        }
+        let m = median(&secs);
+        let allocs = (alloc::alloc_calls() - calls) as f64 / (args.reps * workloads::OPS) as f64;
+        println!(
+            "| {name} | {} | {m:.4} | {:.0} | {} | {allocs:.2} |",
+            workloads::OPS,
+            workloads::OPS as f64 / m,
+            secs.len()
+        );
+    }
+    if let (Some(path), Some(name)) = (&args.trace, names.last()) {
+        // One more run of the last workload, traced (not in the table).
+        engine.trace_start().expect("trace start");
+        workloads::run(&engine, &fx, name).expect("known workload");
+        engine.trace_stop().expect("trace stop");
+        let trace = engine.trace_take().expect("trace");
+        let file = std::fs::File::create(path).expect("create trace file");
+        trace
+            .write_chrome_json(std::io::BufWriter::new(file))
+            .expect("write trace");
+        eprintln!(
+            "trace of one {name} run: {} events in {path}",
+            trace.events.len()
+        );
+    }
+}
+
+fn run_fork(args: &Args) {
+    match fork::measure(args.reps, args.workers) {
+        Ok(modes) => {
+            let none = median(&modes[0].1);
+            for (mode, figures) in &modes {
+                let m = median(figures);
+                println!(
+                    "| fork+exit+waitpid, {mode} engine | {} forks | {m:.1} µs | {:.3}x no engine | {} | |",
+                    fork::FORKS,
+                    m / none,
+                    figures.len()
+                );
+            }
+        }
+        Err(e) => println!("| fork | failed: {e} | | | | |"),
+    }
+}
