@@ -123,14 +123,30 @@ def fork_drain() -> float:
     return _native._default_fork_drain()
 
 
+def _shutdown_quietly(eng: Engine) -> None:
+    try:
+        eng.shutdown()
+    except Exception:  # pragma: no cover - shutdown reports, never fails
+        pass
+
+
 def shutdown_all() -> None:
-    """Shuts every engine down (each within its ``shutdown_deadline``, GIL
-    released); the ``atexit`` hook calls this."""
-    for eng in list(_live):
+    """Shuts every engine down, each within its ``shutdown_deadline`` (GIL
+    released), all at once: the ``atexit`` hook calls this, and an exit
+    takes the longest deadline, not their sum."""
+    engines = list(_live)
+    threads = []
+    for eng in engines[1:]:
+        t = _threading.Thread(target=_shutdown_quietly, args=(eng,), daemon=True)
         try:
-            eng.shutdown()
-        except Exception:  # pragma: no cover - shutdown reports, never fails
-            pass
+            t.start()
+            threads.append(t)
+        except RuntimeError:  # no new threads this late (3.12+): one by one
+            _shutdown_quietly(eng)
+    if engines:
+        _shutdown_quietly(engines[0])
+    for t in threads:
+        t.join()
     _native._shutdown_default()
 
 
