@@ -227,3 +227,17 @@ def test_bounded_engine_push_waits_without_the_gil():
     eng.wait(v)
     assert seen == list(range(40))
     eng.shutdown()
+
+
+def test_ctrl_c_interrupts_a_wait_on_the_main_thread(eng):
+    import os
+    import signal
+
+    v = eng.new_var()
+    eng.sleep(5.0, writes=[v], name="long")
+    threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        eng.wait(v)
+    assert time.monotonic() - t < 2.0
+    eng.shutdown(0.1)  # the 5 s Rust op keeps running; nothing waits for it
