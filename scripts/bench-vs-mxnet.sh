@@ -11,7 +11,8 @@
 # 3. Builds forksafe-bench (--release).
 # 4. Runs both alternately, ROUNDS times (the order flips every round), each
 #    round a fresh process per engine and one timed run per workload.
-# 5. Prints a table of medians and ratios, and the targets of issue 4.
+# 5. Prints a table of medians and ratios, and the targets of issue 4; then
+#    forksafe-bench's fork, mem and split figures (forksafe alone).
 #
 # MXNet is set up as the fair reference: ThreadedEnginePerDevice,
 # MXNET_CPU_WORKER_NTHREADS = forksafe's compute workers (= cores), OMP and
@@ -56,30 +57,36 @@ for r in $(seq 1 "$ROUNDS"); do
     if [ $((r % 2)) -eq 1 ]; then run_ours; run_mxnet; else run_mxnet; run_ours; fi
 done
 
-echo "== fork and memory (forksafe-bench fork mem)" >&2
-"$OURS" --reps "$ROUNDS" --workers "$CORES" fork mem > "$WORK/fork-mem.txt"
+echo "== fork, memory, dag-2us split (forksafe-bench fork mem split)" >&2
+"$OURS" --reps "$ROUNDS" --workers "$CORES" fork mem split > "$WORK/fork-mem.txt"
 
 python3 - "$RAW" "$WORK/fork-mem.txt" "$CORES" "$ROUNDS" <<'PY'
 import re, statistics, sys
 raw, forkmem, cores, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-secs = {}
+secs, cpus = {}, {}
 for line in open(raw):
     f = dict(kv.split("=", 1) for kv in line.split()[1:])
     secs.setdefault((f["engine"], f["workload"]), []).append(float(f["seconds"]))
+    cpus.setdefault((f["engine"], f["workload"]), []).append(float(f["cpu_seconds"]))
     ops = int(f["ops"])
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"machine: {cpu}, {cores} cores; {rounds} rounds, engines alternated; ops per run: {ops}")
 print(f"MXNet: ThreadedEnginePerDevice, MXNET_CPU_WORKER_NTHREADS={cores}, OMP_NUM_THREADS=1, bulk size 0")
 print(f"forksafe: {cores} compute workers")
+print("ops/s: ops / median wall time to the final wait; CPU: median process CPU time (user + system,")
+print("all threads) per op, which load from other processes does not inflate; ratios are forksafe / MXNet")
+print("for ops/s and MXNet / forksafe for CPU (above 1: forksafe better).")
 print()
-print("| workload | forksafe ops/s | MXNet ops/s | ratio | target | met |")
-print("|---|---|---|---|---|---|")
+print("| workload | forksafe ops/s | MXNet ops/s | ratio | forksafe CPU µs/op | MXNet CPU µs/op | CPU ratio | target | met (on ops/s) |")
+print("|---|---|---|---|---|---|---|---|---|")
+med = statistics.median
 for w in ["indep", "chain", "dag", "dag-2us", "indep-2t"]:
     o, m = secs.get(("forksafe", w)), secs.get(("mxnet", w))
     if not o or not m:
         continue
-    ours, theirs = ops / statistics.median(o), ops / statistics.median(m)
+    ours, theirs = ops / med(o), ops / med(m)
     ratio = ours / theirs
+    oc, mc = med(cpus[("forksafe", w)]) * 1e6 / ops, med(cpus[("mxnet", w)]) * 1e6 / ops
     if w == "dag-2us":
         ideal = cores / 2e-6
         target = f"≥ 80% of ideal {ideal:,.0f}/s"
@@ -89,17 +96,26 @@ for w in ["indep", "chain", "dag", "dag-2us", "indep-2t"]:
     else:
         target = "≥ 10x MXNet"
         met = "yes" if ratio >= 10 else "no"
-    print(f"| {w} | {ours:,.0f} | {theirs:,.0f} | {ratio:.2f}x | {target} | {met} |")
+    print(f"| {w} | {ours:,.0f} | {theirs:,.0f} | {ratio:.2f}x | {oc:.2f} | {mc:.2f} | {mc / oc:.2f}x | {target} | {met} |")
+print()
+print("| forksafe-bench | figure | ratio / note |")
+print("|---|---|---|")
+for line in open(forkmem):
+    if line.startswith(("| fork", "| mem", "| split")):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        figure = "; ".join(c for c in cells[1:3] if c)
+        print(f"| {cells[0]} | {figure} | {cells[3]} |")
 print()
 for line in open(forkmem):
-    if line.startswith("| fork") or line.startswith("| mem"):
+    if line.startswith(("mem:", "split:")):
         print(line.rstrip())
 text = open(forkmem).read()
-idle = re.search(r"idle engine \| \d+ forks \| [\d.]+ µs \| ([\d.]+)x", text)
+idle = re.search(r"idle engine \|.*\| wall ([\d.]+)x, CPU ([\d.]+)x", text)
 mem = re.search(r"heap ([\d.]+) B/op", text)
 if idle:
-    r = float(idle.group(1))
-    print(f"fork with an idle engine: {r:.3f}x no engine (target ≤ 1.1x: {'yes' if r <= 1.1 else 'no'})")
+    w, c = float(idle.group(1)), float(idle.group(2))
+    print(f"fork with an idle engine: wall {w:.3f}x, CPU {c:.3f}x no engine "
+          f"(target ≤ 1.1x: {'yes' if w <= 1.1 else 'no'})")
 if mem:
     b = float(mem.group(1))
     print(f"memory per pending op: {b:.1f} B (target ≤ 128 B: {'yes' if b <= 128 else 'no'})")

@@ -9,7 +9,8 @@
  * Build and run: see scripts/bench-vs-mxnet.sh. Usage:
  *   harness [--reps N] WORKLOAD...    (indep chain dag dag-2us indep-2t)
  * Prints one line per timed run:
- *   RESULT engine=mxnet workload=W ops=N seconds=S
+ *   RESULT engine=mxnet workload=W ops=N seconds=S cpu_seconds=C
+ * (C: user + system CPU time of the whole process during the run).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 typedef void *NDArrayHandle;
@@ -61,6 +63,14 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* User + system CPU time of the whole process (all threads). */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 static void empty_body(void *rctx, void *param) {
@@ -173,8 +183,11 @@ int main(int argc, char **argv) {
     check(MXNDArrayWaitAll(), "MXNDArrayWaitAll");
     for (int a = first; a < argc; a++) {
         for (int r = 0; r < reps; r++) {
+            double c0 = cpu_s();
             double s = run(argv[a]);
-            printf("RESULT engine=mxnet workload=%s ops=%d seconds=%.6f\n", argv[a], OPS, s);
+            double c = cpu_s() - c0;
+            printf("RESULT engine=mxnet workload=%s ops=%d seconds=%.6f cpu_seconds=%.6f\n", argv[a],
+                   OPS, s, c);
             fflush(stdout);
         }
     }

@@ -6,17 +6,42 @@ use crate::workloads::busy_2us;
 use forksafe::{Config, Engine};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Forks per measurement.
 pub const FORKS: u32 = 2000;
 
-/// The modes, in alternation order.
-pub const MODES: [&str; 3] = ["none", "idle", "busy"];
+/// The modes, in alternation order: no engine; an idle started engine
+/// (workers parked); a busy engine (a thread pushing 2 µs ops); and two
+/// controls that split the idle cost: `handlers` (an engine whose workers
+/// never started: only its atfork handlers run) and `threads` (no engine,
+/// two parked plain threads, as many as the idle engine's workers).
+pub const MODES: [&str; 5] = ["none", "idle", "busy", "handlers", "threads"];
 
-/// Forks `FORKS` times; returns µs per fork + exit + waitpid.
-fn fork_loop() -> f64 {
+/// CPU time (user + system) of the calling thread plus that of its reaped
+/// children.
+fn cpu_time() -> Duration {
+    let get = |who: libc::c_int| {
+        // SAFETY: `getrusage` writes into the zeroed struct we pass.
+        let ru = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            libc::getrusage(who, &mut ru);
+            ru
+        };
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    };
+    get(libc::RUSAGE_THREAD) + get(libc::RUSAGE_CHILDREN)
+}
+
+/// Forks `FORKS` times; returns µs per fork + exit + waitpid: wall time,
+/// and CPU time of the forking thread plus the children (which other load
+/// on the machine does not inflate).
+fn fork_loop() -> (f64, f64) {
     let start = Instant::now();
+    let cpu0 = cpu_time();
     for _ in 0..FORKS {
         // SAFETY: the child calls only `_exit`, which is async-signal-safe.
         let pid = unsafe { libc::fork() };
@@ -30,7 +55,8 @@ fn fork_loop() -> f64 {
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
         assert_eq!(r, pid, "waitpid failed");
     }
-    start.elapsed().as_secs_f64() * 1e6 / f64::from(FORKS)
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(FORKS);
+    (per(start.elapsed()), per(cpu_time() - cpu0))
 }
 
 /// The child-process side: runs one mode and prints its figure.
@@ -54,11 +80,38 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
             engine.wait_all().map_err(|e| e.to_string())?;
             fork_loop()
         }
+        "handlers" => {
+            let engine = Engine::new(config).map_err(|e| e.to_string())?;
+            let us = fork_loop();
+            drop(engine);
+            us
+        }
+        "threads" => {
+            let stop = AtomicBool::new(false);
+            let mut us = (0.0, 0.0);
+            std::thread::scope(|s| {
+                let parked: Vec<_> = (0..workers)
+                    .map(|_| {
+                        s.spawn(|| {
+                            while !stop.load(Ordering::Acquire) {
+                                std::thread::park();
+                            }
+                        })
+                    })
+                    .collect();
+                us = fork_loop();
+                stop.store(true, Ordering::Release);
+                for t in &parked {
+                    t.thread().unpark();
+                }
+            });
+            us
+        }
         "busy" => {
             let engine = Engine::new(config).map_err(|e| e.to_string())?;
             let vars: Vec<_> = (0..64).map(|_| engine.new_var().expect("var")).collect();
             let stop = AtomicBool::new(false);
-            let mut us = 0.0;
+            let mut us = (0.0, 0.0);
             std::thread::scope(|s| {
                 s.spawn(|| {
                     while !stop.load(Ordering::Relaxed) {
@@ -76,33 +129,39 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
         }
         other => return Err(format!("unknown fork mode {other}")),
     };
-    println!("FORK mode={mode} us={us:.3}");
+    println!("FORK mode={mode} us={:.3} cpu_us={:.3}", us.0, us.1);
     Ok(())
 }
 
-/// Runs every mode `rounds` times, alternating, each in a fresh process;
-/// returns per mode the list of µs-per-fork figures.
-pub fn measure(rounds: usize, workers: usize) -> Result<Vec<(&'static str, Vec<f64>)>, String> {
+/// Per mode: the wall and CPU µs-per-fork figures of each round.
+pub type ForkFigures = Vec<(&'static str, Vec<f64>, Vec<f64>)>;
+
+/// Runs every mode `rounds` times, alternating, each in a fresh process.
+pub fn measure(rounds: usize, workers: usize) -> Result<ForkFigures, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut out: Vec<(&'static str, Vec<f64>)> = MODES.iter().map(|m| (*m, Vec::new())).collect();
+    let mut out: ForkFigures = MODES.iter().map(|m| (*m, Vec::new(), Vec::new())).collect();
     for _ in 0..rounds {
-        for (mode, figures) in out.iter_mut() {
+        for (mode, wall, cpu) in out.iter_mut() {
             let o = Command::new(&exe)
                 .args(["--fork-child", mode, "--workers", &workers.to_string()])
                 .output()
                 .map_err(|e| e.to_string())?;
             let text = String::from_utf8_lossy(&o.stdout);
-            let us = text
+            let figures = text
                 .lines()
                 .find_map(|l| l.strip_prefix(&format!("FORK mode={mode} us=")))
-                .and_then(|s| s.trim().parse::<f64>().ok())
+                .and_then(|s| {
+                    let (w, c) = s.trim().split_once(" cpu_us=")?;
+                    Some((w.parse::<f64>().ok()?, c.parse::<f64>().ok()?))
+                })
                 .ok_or_else(|| {
                     format!(
                         "fork child {mode} gave no figure: {text} {}",
                         String::from_utf8_lossy(&o.stderr)
                     )
                 })?;
-            figures.push(us);
+            wall.push(figures.0);
+            cpu.push(figures.1);
         }
     }
     Ok(out)

@@ -106,8 +106,8 @@ fn main() {
     println!("machine: {}", stats::machine());
     println!("engine:  forksafe, {} compute workers", args.workers);
     println!();
-    println!("| workload | ops | median s | ops/s | runs | allocs/op |");
-    println!("|---|---|---|---|---|---|");
+    println!("| workload | ops | median s | ops/s | runs | allocs/op | CPU µs/op |");
+    println!("|---|---|---|---|---|---|---|");
     let timed: Vec<&String> = args
         .workloads
         .iter()
@@ -122,12 +122,12 @@ fn main() {
     if args.workloads.iter().any(|w| w == "split") {
         let s = split::measure(args.workers);
         println!(
-            "| split dag-2us: push alone | {} | {:.3} µs/op | | 1 | |",
+            "| split dag-2us: push alone | {} | {:.3} µs CPU/op | | 1 | | |",
             workloads::OPS,
             s.push_us
         );
         println!(
-            "| split dag-2us: drain alone | {} | {:.3} µs/op | {:.0} | 1 | |",
+            "| split dag-2us: drain alone | {} | {:.3} µs/op | {:.0} | 1 | | |",
             workloads::OPS,
             s.drain_us,
             1e6 / s.drain_us
@@ -141,11 +141,18 @@ fn main() {
             args.workers,
             args.workers as f64 * 1e6 / cpu
         );
+        let deps = split::dependency_bound(args.workers, 2.0);
+        println!(
+            "split: the dag dependencies alone (in-order list schedule, {} workers, 2 µs ops) \
+             allow {deps:.0} ops/s ({:.0}% of ideal)",
+            args.workers,
+            deps / (args.workers as f64 / 2e-6) * 100.0
+        );
     }
     if args.workloads.iter().any(|w| w == "mem") {
         let m = mem::measure(args.workers);
         println!(
-            "| mem ({} pending ops) | heap {:.1} B/op | RSS {:.1} B/op | | 1 | |",
+            "| mem ({} pending ops) | heap {:.1} B/op | RSS {:.1} B/op | | 1 | | |",
             mem::PENDING_OPS,
             m.heap_per_op,
             m.rss_per_op
@@ -176,24 +183,29 @@ fn run_timed(args: &Args, names: &[&String]) {
     for name in names {
         let mut secs = Vec::new();
         let calls = alloc::alloc_calls();
+        let mut cpus = Vec::new();
         for _ in 0..args.reps {
+            let c0 = stats::process_cpu();
             let d = workloads::run(&engine, &fx, name).expect("known workload");
+            let cpu = stats::process_cpu() - c0;
             if args.raw {
                 println!(
-                    "RESULT engine=forksafe workload={name} ops={} seconds={:.6}",
+                    "RESULT engine=forksafe workload={name} ops={} seconds={:.6} cpu_seconds={cpu:.6}",
                     workloads::OPS,
                     d.as_secs_f64()
                 );
             }
             secs.push(d.as_secs_f64());
+            cpus.push(cpu);
         }
         let m = median(&secs);
         let allocs = (alloc::alloc_calls() - calls) as f64 / (args.reps * workloads::OPS) as f64;
         println!(
-            "| {name} | {} | {m:.4} | {:.0} | {} | {allocs:.2} |",
+            "| {name} | {} | {m:.4} | {:.0} | {} | {allocs:.2} | {:.3} |",
             workloads::OPS,
             workloads::OPS as f64 / m,
-            secs.len()
+            secs.len(),
+            median(&cpus) * 1e6 / workloads::OPS as f64
         );
     }
     if let (Some(path), Some(name)) = (&args.trace, names.last()) {
@@ -216,17 +228,24 @@ fn run_timed(args: &Args, names: &[&String]) {
 fn run_fork(args: &Args) {
     match fork::measure(args.reps, args.workers) {
         Ok(modes) => {
-            let none = median(&modes[0].1);
-            for (mode, figures) in &modes {
-                let m = median(figures);
+            let (none_wall, none_cpu) = (median(&modes[0].1), median(&modes[0].2));
+            for (mode, wall, cpu) in &modes {
+                let (w, c) = (median(wall), median(cpu));
+                let label = match *mode {
+                    "handlers" => "engine, workers not started (handlers only)".to_string(),
+                    "threads" => format!("no engine, {} parked threads", args.workers),
+                    m => format!("{m} engine"),
+                };
                 println!(
-                    "| fork+exit+waitpid, {mode} engine | {} forks | {m:.1} µs | {:.3}x no engine | {} | |",
+                    "| fork+exit+waitpid, {label} | {} forks | wall {w:.1} µs, CPU {c:.1} µs | \
+                     wall {:.3}x, CPU {:.3}x no engine | {} | | |",
                     fork::FORKS,
-                    m / none,
-                    figures.len()
+                    w / none_wall,
+                    c / none_cpu,
+                    wall.len()
                 );
             }
         }
-        Err(e) => println!("| fork | failed: {e} | | | | |"),
+        Err(e) => println!("| fork | failed: {e} | | | | | |"),
     }
 }

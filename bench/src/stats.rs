@@ -32,3 +32,15 @@ pub fn command_line() -> String {
         args.iter().map(|a| format!(" {a}")).collect::<String>()
     )
 }
+
+/// User + system CPU time of the whole process (all threads), seconds.
+pub fn process_cpu() -> f64 {
+    // SAFETY: `getrusage` writes into the zeroed struct we pass.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
