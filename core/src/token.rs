@@ -50,6 +50,12 @@ impl<P: Payload> Drop for CompletionToken<P> {
         if self.op.is(crate::op::DONE) {
             return;
         }
+        // Dropped while the op's own body unwinds from a panic: the worker
+        // that runs the body completes the op with that panic (I7), so the
+        // error keeps the panic's message instead of `TokenDropped`.
+        if crate::sync::panicking() && self.shared.calling_op() == Some(self.op.info.id) {
+            return;
+        }
         let err = self.op.error(OpErrorKind::TokenDropped);
         // A stale or already completed token has nothing left to complete.
         // The one other error, ForkInProgress, needs a token dropped by the

@@ -132,7 +132,9 @@ impl<P: Payload> Shared<P> {
             let mut v = var.state.inner.lock();
             if write {
                 match (op.action, error) {
-                    (Action::ClearPoison, _) => v.poison = None,
+                    // A clear lost in a fork child does not run: it
+                    // poisons like any other lost op (I5).
+                    (Action::ClearPoison, None) => v.poison = None,
                     (Action::Delete, _) => v.freed = true,
                     (_, Some(e)) if v.poison.is_none() => v.poison = Some(e.clone()),
                     _ => {}

@@ -91,6 +91,11 @@ pub fn current_thread() -> Thread {
     }
 }
 
+/// Whether the calling thread is unwinding from a panic.
+pub fn panicking() -> bool {
+    std::thread::panicking()
+}
+
 /// Blocks the calling thread until unparked (may wake spuriously).
 pub(crate) fn park_current() {
     #[cfg(loom)]

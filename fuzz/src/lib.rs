@@ -1,1 +1,0 @@
-//! Placeholder for forksafe's fuzz targets; they come with issue 5.

@@ -1,0 +1,320 @@
+//! Differential property tests: random programs on the real engine against
+//! the serial reference, real forks included; failures shrink to a minimal
+//! program, printed with the reason.
+//!
+//! A `harness = false` binary (DESIGN.md, "Testing real forks"): libtest's
+//! threads could hold output locks at a fork. Each property runs in a
+//! fresh subprocess of this binary (its own process group) under a
+//! watchdog that kills it and fails; every fork inside has its own
+//! watchdog too.
+//!
+//! `cargo test -p forksafe-proptests --test differential [NAME...]`.
+//! Case counts are sized for CI; `PROPTEST_CASES=N` sets every property's
+//! count (deep runs), `PROPTEST_RNG_SEED=S` fixes the seed.
+
+use forksafe_proptests::forking::quiet_panic_hook;
+use forksafe_proptests::lifecycle::{decode_lifecycle, run_lifecycle};
+use forksafe_proptests::{decode, encode, run_program, strategy, Options, Program, Stats, Stmt};
+use nix::unistd::Pid;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use std::cell::RefCell;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Property = fn(u32) -> Result<String, String>;
+
+/// Name, default case count, property.
+const PROPERTIES: &[(&str, u32, Property)] = &[
+    ("programs", 4000, programs),
+    ("programs_with_forks", 1000, programs_with_forks),
+    ("lifecycle", 1000, lifecycle),
+    ("decode_roundtrip", 2000, decode_roundtrip),
+    (
+        "regression_lost_clear_poison",
+        1,
+        regression_lost_clear_poison,
+    ),
+];
+
+/// Watchdog of one property's process, scaled up for deep runs.
+fn limit(cases: u32, default_cases: u32) -> Duration {
+    let base = Duration::from_secs(300);
+    base * (cases / default_cases.max(1)).max(1)
+}
+
+fn main() {
+    if let Ok(name) = std::env::var("FORKSAFE_PROPERTY") {
+        quiet_panic_hook();
+        let Some((_, default_cases, f)) = PROPERTIES.iter().find(|(n, _, _)| *n == name) else {
+            eprintln!("no property {name}");
+            std::process::exit(3);
+        };
+        match f(cases(*default_cases)) {
+            Ok(detail) => {
+                println!("    {detail}");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                println!("    FAILED: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (mut passed, mut failed) = (0, 0);
+    for (name, default_cases, _) in PROPERTIES {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let started = Instant::now();
+        let (ok, output) = run_isolated(name, limit(cases(*default_cases), *default_cases));
+        let secs = started.elapsed().as_secs_f64();
+        if ok {
+            passed += 1;
+            println!("property {name} ... ok ({secs:.1}s)");
+        } else {
+            failed += 1;
+            println!("property {name} ... FAILED ({secs:.1}s)");
+        }
+        print!("{output}");
+    }
+    println!("properties: {passed} passed, {failed} failed");
+    if failed > 0 || passed == 0 {
+        std::process::exit(1);
+    }
+}
+
+/// The case count: `PROPTEST_CASES` if set, else the property's default.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs one property in a fresh process group; kills the group at `limit`.
+fn run_isolated(name: &str, limit: Duration) -> (bool, String) {
+    let exe = std::env::current_exe().expect("current exe");
+    let out = std::env::temp_dir().join(format!("forksafe-prop-{}-{name}.log", std::process::id()));
+    let file = std::fs::File::create(&out).expect("log file");
+    let mut child = match Command::new(exe)
+        .env("FORKSAFE_PROPERTY", name)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return (false, format!("    cannot start: {e}\n")),
+    };
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() > deadline => break None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    let pgid = Pid::from_raw(child.id() as i32);
+    // The whole group: the property and anything it forked.
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    match status {
+        Some(s) if s.success() => (true, log),
+        Some(s) => (false, log + &format!("    property process exited: {s}\n")),
+        None => (
+            false,
+            log + &format!("    watchdog: killed after {limit:?} (hang)\n"),
+        ),
+    }
+}
+
+fn config(cases: u32) -> Config {
+    Config {
+        cases,
+        failure_persistence: None,
+        // Shrinking runs failing programs again and again; bound it well
+        // inside the watchdog.
+        max_shrink_time: 120_000,
+        ..Config::default()
+    }
+}
+
+/// Runs a property over `strategy`; reports cases and totals, or the
+/// minimal failing input with its reason.
+fn check<S: Strategy>(
+    cases: u32,
+    strategy: S,
+    test: impl Fn(&S::Value) -> Result<String, String>,
+    show: impl Fn(&S::Value) -> String,
+) -> Result<String, String> {
+    let started = Instant::now();
+    let mut runner = TestRunner::new(config(cases));
+    let last = RefCell::new(String::new());
+    let result = runner.run(&strategy, |value| {
+        let detail = test(&value).map_err(TestCaseError::fail)?;
+        *last.borrow_mut() = detail;
+        Ok(())
+    });
+    let secs = started.elapsed().as_secs_f64();
+    match result {
+        Ok(()) => Ok(format!("{cases} cases in {secs:.1}s; {}", last.borrow())),
+        Err(TestError::Fail(reason, value)) => Err(format!(
+            "minimal failing input (after shrinking, {secs:.1}s):\n{}\nreason: {reason}",
+            show(&value)
+        )),
+        Err(TestError::Abort(reason)) => Err(format!("aborted: {reason}")),
+    }
+}
+
+/// Totals over the cases of one property.
+#[derive(Default)]
+struct Totals {
+    cases: usize,
+    stats: Stats,
+}
+
+impl Totals {
+    fn add(&mut self, s: &Stats) -> String {
+        self.cases += 1;
+        let t = &mut self.stats;
+        t.pushed += s.pushed;
+        t.refused += s.refused;
+        t.waits += s.waits;
+        t.forks += s.forks;
+        t.lost_in_children += s.lost_in_children;
+        format!(
+            "totals: {} ops pushed, {} refused as predicted, {} waits compared, {} forks, {} ops LostInFork in children",
+            t.pushed, t.refused, t.waits, t.forks, t.lost_in_children
+        )
+    }
+}
+
+fn differential(cases: u32, forks: bool) -> Result<String, String> {
+    let totals = RefCell::new(Totals::default());
+    let options = Options {
+        forks,
+        ..Options::default()
+    };
+    check(
+        cases,
+        strategy::program(60, forks),
+        |p: &Program| {
+            let stats = run_program(p, &options)?;
+            Ok(totals.borrow_mut().add(&stats))
+        },
+        |p| format!("{p}bytes (fuzz format): {:02x?}", encode(p)),
+    )
+}
+
+/// Every program gives the values and errors of the serial reference at
+/// every wait (no forks).
+fn programs(cases: u32) -> Result<String, String> {
+    differential(cases, false)
+}
+
+/// The same with forks: each child's state equals the reference at the
+/// fork point (inherited ops `LostInFork`), the child goes on correctly,
+/// and the parent is unaffected.
+fn programs_with_forks(cases: u32) -> Result<String, String> {
+    differential(cases, true)
+}
+
+/// Concurrent lifecycle sequences: no panic, no hang, no lost op.
+fn lifecycle(cases: u32) -> Result<String, String> {
+    let accepted = RefCell::new((0usize, 0usize));
+    check(
+        cases,
+        prop::collection::vec(any::<u8>(), 0..64),
+        |bytes: &Vec<u8>| {
+            let s = run_lifecycle(&decode_lifecycle(bytes))?;
+            let mut a = accepted.borrow_mut();
+            a.0 += s.accepted;
+            a.1 += s.cancelled;
+            Ok(format!(
+                "totals: {} ops accepted, {} cancelled by shutdowns",
+                a.0, a.1
+            ))
+        },
+        |bytes| format!("{:?}\nbytes: {bytes:02x?}", decode_lifecycle(bytes)),
+    )
+}
+
+/// The fuzz input format gives back every generated program.
+fn decode_roundtrip(cases: u32) -> Result<String, String> {
+    check(
+        cases,
+        strategy::program(60, true),
+        |p: &Program| {
+            let back = decode(&encode(p));
+            if back == *p {
+                Ok(String::new())
+            } else {
+                Err(format!("decoded back as:\n{back}"))
+            }
+        },
+        |p| format!("{p}"),
+    )
+}
+
+/// Found by `programs_with_forks` (shrunk to `clear_poison v0; delete v0;
+/// fork (raw)`): a `clear_poison` inherited by a fork child cleared the
+/// var's poison, i.e. the child carried out an op it must complete with
+/// `LostInFork` without running (DESIGN.md, I5). Run with both fork kinds,
+/// with the var poisoned first and not.
+fn regression_lost_clear_poison(_cases: u32) -> Result<String, String> {
+    use forksafe_proptests::program::{Mode, OpStmt, Outcome};
+    let poison = Stmt::Op(OpStmt {
+        reads: vec![],
+        writes: vec![0],
+        outcome: Outcome::Fail,
+        mode: Mode::Sync,
+        host: false,
+        run_on_error: false,
+        priority: 1,
+    });
+    let options = Options {
+        forks: true,
+        ..Options::default()
+    };
+    let mut runs = 0;
+    for drained in [false, true] {
+        for poisoned in [false, true] {
+            // A quiesce holds the clear back, so the fork always inherits it.
+            let mut stmts = Vec::new();
+            if poisoned {
+                stmts.extend([poison.clone(), Stmt::WaitVar(0)]);
+            }
+            stmts.extend([
+                Stmt::Quiesce,
+                Stmt::Clear(0),
+                Stmt::Fork { drained },
+                Stmt::Resume,
+                Stmt::WaitVar(0),
+            ]);
+            let program = Program {
+                compute_workers: 1,
+                host_workers: 1,
+                gil: false,
+                stmts,
+            };
+            let stats = run_program(&program, &options).map_err(|e| format!("{e}\n{program}"))?;
+            if stats.forks != 1 {
+                return Err(format!("expected one fork: {stats:?}"));
+            }
+            runs += 1;
+        }
+    }
+    Ok(format!(
+        "{runs} programs: the child keeps (or gets) the poison"
+    ))
+}
