@@ -1,6 +1,9 @@
 //! Fork cost: fork + child `_exit(0)` + `waitpid`, many times, in a fresh
 //! process of this same binary per mode: no engine, an idle started engine,
-//! a busy engine. Modes run alternately; the ratio of medians is reported.
+//! a busy engine, two controls, and no engine / idle engine again in a
+//! process with 64 MiB of touched heap (a process of realistic size, where
+//! copying its page tables dominates). Modes run alternately; the ratio of
+//! medians is reported.
 
 use crate::workloads::busy_2us;
 use forksafe::{Config, Engine};
@@ -12,11 +15,33 @@ use std::time::{Duration, Instant};
 pub const FORKS: u32 = 2000;
 
 /// The modes, in alternation order: no engine; an idle started engine
-/// (workers parked); a busy engine (a thread pushing 2 µs ops); and two
-/// controls that split the idle cost: `handlers` (an engine whose workers
-/// never started: only its atfork handlers run) and `threads` (no engine,
-/// two parked plain threads, as many as the idle engine's workers).
-pub const MODES: [&str; 5] = ["none", "idle", "busy", "handlers", "threads"];
+/// (workers parked); a busy engine (a thread pushing 2 µs ops); two
+/// controls: `handlers` (an engine whose workers never started: only its
+/// atfork handlers run) and `threads` (no engine, parked plain threads, as
+/// many as the workers), and `exited` (no engine, as many plain threads
+/// started, made to allocate, and joined before the forks: what a thread
+/// leaves behind — its cached stack, its malloc arena); and no engine / idle
+/// engine in a process with 64 MiB of touched heap.
+pub const MODES: [&str; 8] = [
+    "none", "idle", "busy", "handlers", "threads", "exited", "none-64m", "idle-64m",
+];
+
+/// Heap the `-64m` modes touch before forking.
+const BALLAST: usize = 64 << 20;
+
+/// Forks per measurement in the large-heap modes (each fork copies the
+/// page tables of the heap).
+const BALLAST_FORKS: u32 = 200;
+
+/// How many forks mode `mode` measures, as a label.
+pub fn forks_of(mode: &str) -> String {
+    let n = if mode.ends_with("-64m") {
+        BALLAST_FORKS
+    } else {
+        FORKS
+    };
+    format!("{n} forks")
+}
 
 /// CPU time (user + system) of the calling thread plus that of its reaped
 /// children.
@@ -36,13 +61,13 @@ fn cpu_time() -> Duration {
     get(libc::RUSAGE_THREAD) + get(libc::RUSAGE_CHILDREN)
 }
 
-/// Forks `FORKS` times; returns µs per fork + exit + waitpid: wall time,
+/// Forks `forks` times; returns µs per fork + exit + waitpid: wall time,
 /// and CPU time of the forking thread plus the children (which other load
 /// on the machine does not inflate).
-fn fork_loop() -> (f64, f64) {
+fn fork_loop(forks: u32) -> (f64, f64) {
     let start = Instant::now();
     let cpu0 = cpu_time();
-    for _ in 0..FORKS {
+    for _ in 0..forks {
         // SAFETY: the child calls only `_exit`, which is async-signal-safe.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -55,7 +80,7 @@ fn fork_loop() -> (f64, f64) {
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
         assert_eq!(r, pid, "waitpid failed");
     }
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(FORKS);
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(forks);
     (per(start.elapsed()), per(cpu_time() - cpu0))
 }
 
@@ -65,8 +90,19 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
         compute_workers: workers,
         ..Config::default()
     };
+    // The ballast stays alive (and resident) through the fork loop.
+    let mut ballast = Vec::new();
+    let mut forks = FORKS;
+    let mode = match mode.strip_suffix("-64m") {
+        Some(base) => {
+            ballast = vec![1u8; BALLAST];
+            forks = BALLAST_FORKS;
+            base
+        }
+        None => mode,
+    };
     let us = match mode {
-        "none" => fork_loop(),
+        "none" => fork_loop(forks),
         "idle" => {
             let engine = Engine::new(config).map_err(|e| e.to_string())?;
             let v = engine.new_var().map_err(|e| e.to_string())?;
@@ -78,13 +114,21 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
             }
             engine.wait_all().map_err(|e| e.to_string())?;
-            fork_loop()
+            fork_loop(forks)
         }
         "handlers" => {
             let engine = Engine::new(config).map_err(|e| e.to_string())?;
-            let us = fork_loop();
+            let us = fork_loop(forks);
             drop(engine);
             us
+        }
+        "exited" => {
+            for _ in 0..workers {
+                std::thread::spawn(|| std::hint::black_box(vec![0u8; 100]).len())
+                    .join()
+                    .map_err(|_| "thread panicked".to_string())?;
+            }
+            fork_loop(forks)
         }
         "threads" => {
             let stop = AtomicBool::new(false);
@@ -99,7 +143,7 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
                         })
                     })
                     .collect();
-                us = fork_loop();
+                us = fork_loop(forks);
                 stop.store(true, Ordering::Release);
                 for t in &parked {
                     t.thread().unpark();
@@ -122,12 +166,22 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
                         engine.wait_all().expect("wait_all");
                     }
                 });
-                us = fork_loop();
+                us = fork_loop(forks);
                 stop.store(true, Ordering::Relaxed);
             });
             us
         }
         other => return Err(format!("unknown fork mode {other}")),
+    };
+    let touched = ballast
+        .iter()
+        .step_by(4096)
+        .map(|b| usize::from(*b))
+        .sum::<usize>();
+    let mode = if touched > 0 {
+        format!("{mode}-64m")
+    } else {
+        mode.to_string()
     };
     println!("FORK mode={mode} us={:.3} cpu_us={:.3}", us.0, us.1);
     Ok(())

@@ -228,18 +228,30 @@ fn run_timed(args: &Args, names: &[&String]) {
 fn run_fork(args: &Args) {
     match fork::measure(args.reps, args.workers) {
         Ok(modes) => {
-            let (none_wall, none_cpu) = (median(&modes[0].1), median(&modes[0].2));
+            let base = |name: &str| {
+                let m = modes.iter().find(|m| m.0 == name).expect("baseline mode");
+                (median(&m.1), median(&m.2))
+            };
             for (mode, wall, cpu) in &modes {
                 let (w, c) = (median(wall), median(cpu));
+                // Each mode against no engine in a process of the same size.
+                let (none_wall, none_cpu) = if mode.ends_with("-64m") {
+                    base("none-64m")
+                } else {
+                    base("none")
+                };
                 let label = match *mode {
                     "handlers" => "engine, workers not started (handlers only)".to_string(),
                     "threads" => format!("no engine, {} parked threads", args.workers),
+                    "exited" => format!("no engine, {} threads run and joined", args.workers),
+                    "none-64m" => "no engine, 64 MiB heap".to_string(),
+                    "idle-64m" => "idle engine, 64 MiB heap".to_string(),
                     m => format!("{m} engine"),
                 };
                 println!(
-                    "| fork+exit+waitpid, {label} | {} forks | wall {w:.1} µs, CPU {c:.1} µs | \
+                    "| fork+exit+waitpid, {label} | {} | wall {w:.1} µs, CPU {c:.1} µs | \
                      wall {:.3}x, CPU {:.3}x no engine | {} | | |",
-                    fork::FORKS,
+                    fork::forks_of(mode),
                     w / none_wall,
                     c / none_cpu,
                     wall.len()
