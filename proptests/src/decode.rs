@@ -7,7 +7,8 @@
 //! (`t % 16` picks the statement, `t >> 4` is its argument); an op takes
 //! two more bytes: `a` (bits 0–3: which vars, bits 4–7: which of them are
 //! read) and `b` (bits 0–1: outcome, 2–3: mode, 4: host, 5: run on error,
-//! 6–7: priority).
+//! 6–7: priority). An op's tag argument is 15 for "repeat a var", else
+//! its bit 0 makes the body wait on the op's first var.
 
 use crate::program::{Mode, OpStmt, Outcome, Program, Stmt, VARS};
 
@@ -32,7 +33,7 @@ pub fn decode(bytes: &[u8]) -> Program {
             0..=8 => {
                 let a = it.next().unwrap_or(0);
                 let b = it.next().unwrap_or(0);
-                Stmt::Op(decode_op(a, b, arg == 15))
+                Stmt::Op(decode_op(a, b, arg == 15, arg != 15 && arg & 1 == 1))
             }
             9 | 10 => Stmt::WaitVar(var),
             11 => Stmt::WaitAll,
@@ -49,7 +50,7 @@ pub fn decode(bytes: &[u8]) -> Program {
     program
 }
 
-fn decode_op(a: u8, b: u8, dup: bool) -> OpStmt {
+fn decode_op(a: u8, b: u8, dup: bool, body_wait: bool) -> OpStmt {
     let (mut reads, mut writes) = (Vec::new(), Vec::new());
     let mut i = 0;
     for v in 0..VARS as u8 {
@@ -83,6 +84,7 @@ fn decode_op(a: u8, b: u8, dup: bool) -> OpStmt {
         host: b & 16 != 0,
         run_on_error: b & 32 != 0,
         priority: (b >> 6) % 3,
+        body_wait,
     }
 }
 
@@ -129,7 +131,12 @@ pub fn encode(program: &Program) -> Vec<u8> {
                     | u8::from(op.host) << 4
                     | u8::from(op.run_on_error) << 5
                     | (op.priority % 3) << 6;
-                out.extend([if dup { 0xf0 } else { 0 }, a, b]);
+                let tag = if dup {
+                    0xf0
+                } else {
+                    u8::from(op.body_wait) << 4
+                };
+                out.extend([tag, a, b]);
             }
             Stmt::WaitVar(v) => out.push(9 | (v % VARS as u8) << 4),
             Stmt::WaitAll => out.push(11),

@@ -6,14 +6,14 @@
 
 use crate::forking::{exit_now, read_pipe, wait_child, write_fd};
 use crate::program::{fail_message, mix, panic_message, Mode, OpStmt, Outcome, Program, Stmt};
-use crate::reference::{Fate, Model, RefKind, RefOp};
+use crate::reference::{Fate, Model, Predicted, RefKind, RefOp};
 use forksafe::bridge::GilBridge;
 use forksafe::{Config, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// How a program is run.
@@ -62,6 +62,8 @@ struct Shared {
     quiesced: AtomicBool,
     /// Contract violations seen inside bodies (touched only on failure).
     violations: Mutex<Vec<String>>,
+    /// What each statement's in-body `wait_for_var` returned.
+    body_waits: Vec<Mutex<Option<Result<(), Error>>>>,
     /// The GIL-like host lock, when the program uses one.
     gil: Option<Arc<GilBridge>>,
 }
@@ -94,11 +96,13 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
         shutdown_deadline: options.wait_timeout,
         ..Config::default()
     };
-    let engine = match &gil {
-        Some(g) => Engine::with_bridge(config, Box::new(g.clone())),
-        None => Engine::new(config),
-    }
-    .map_err(|e| format!("engine: {e}"))?;
+    let engine = Arc::new(
+        match &gil {
+            Some(g) => Engine::with_bridge(config, Box::new(g.clone())),
+            None => Engine::new(config),
+        }
+        .map_err(|e| format!("engine: {e}"))?,
+    );
     let vars = (0..crate::program::VARS)
         .map(|_| engine.new_var())
         .collect::<Result<Vec<_>, _>>()
@@ -112,6 +116,7 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
             .collect(),
         quiesced: AtomicBool::new(false),
         violations: Mutex::new(Vec::new()),
+        body_waits: (0..program.stmts.len()).map(|_| Mutex::new(None)).collect(),
         gil: gil.clone(),
     });
     if let Some(g) = &gil {
@@ -127,6 +132,7 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
         checkpoint: Model::new(),
         since: Vec::new(),
         expect: vec![None; program.stmts.len()],
+        expect_wait: vec![None; program.stmts.len()],
         guards: Vec::new(),
         in_child: false,
         stats: Stats::default(),
@@ -143,7 +149,7 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
 struct Runner<'p> {
     program: &'p Program,
     options: Options,
-    engine: Engine,
+    engine: Arc<Engine>,
     vars: Vec<Var>,
     shared: Arc<Shared>,
     /// The reference now.
@@ -153,6 +159,8 @@ struct Runner<'p> {
     /// Ops accepted since the last `wait_all`, in push order.
     since: Vec<RefOp>,
     expect: Vec<Option<Runs>>,
+    /// What each statement's in-body wait must return.
+    expect_wait: Vec<Option<Result<(), Error>>>,
     guards: Vec<QuiesceGuard>,
     in_child: bool,
     stats: Stats,
@@ -256,11 +264,12 @@ impl Runner<'_> {
     ) -> Result<(), String> {
         let want = self.model.push(kind);
         match (got, want) {
-            (Ok(id), Ok((op, fate))) => {
+            (Ok(id), Ok((op, Predicted { fate, body_wait }))) => {
                 if id != op.id {
                     return Err(format!("op id {id}, reference {}", op.id));
                 }
                 if let Some(i) = idx {
+                    self.expect_wait[i] = body_wait;
                     self.expect[i] = Some(match fate {
                         Fate::Ran => Runs::Once,
                         Fate::Skipped | Fate::Internal => Runs::Never,
@@ -312,6 +321,9 @@ impl Runner<'_> {
             writes: op.writes.iter().map(|&v| v as usize % n).collect(),
             outcome: op.outcome,
             host: op.host,
+            wait: op.waited_var().map(|v| self.vars[v as usize % n].clone()),
+            engine: Arc::downgrade(&self.engine),
+            timeout: self.options.wait_timeout,
         };
         let got = match (op.mode, op.outcome) {
             (Mode::Sync, Outcome::Fail) => b.try_run(move || {
@@ -407,6 +419,18 @@ impl Runner<'_> {
                 return Err(format!("s{i}'s body ran {ran} times, expected {want:?}"));
             }
         }
+        for (i, want) in self.expect_wait.iter().enumerate() {
+            let Some(want) = want else { continue };
+            let got = self.shared.body_waits[i]
+                .try_lock()
+                .map_err(|e| e.to_string())?
+                .clone();
+            if got.as_ref() != Some(want) {
+                return Err(format!(
+                    "s{i}'s wait_for_var inside its body: {got:?}, reference {want:?}"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -442,7 +466,7 @@ impl Runner<'_> {
                 let result = catch_unwind(AssertUnwindSafe(|| self.child(idx, drain)));
                 let (code, msg) = match result {
                     Ok(Ok(lost)) => (0, format!("lost={lost}")),
-                    Ok(Err(e)) => (1, e),
+                    Ok(Err(e)) => (1, format!("{e}\n{}", thread_report())),
                     Err(_) => (2, "the child panicked".to_string()),
                 };
                 let msg: String = msg.chars().take(8000).collect();
@@ -556,6 +580,7 @@ impl Runner<'_> {
         for op in self.since.iter().filter(|o| lost.contains(&o.id)) {
             model.lose(op);
             if let RefKind::User { idx, .. } = op.kind {
+                self.expect_wait[idx] = None;
                 self.expect[idx] = Some(if drained {
                     Runs::Never
                 } else {
@@ -593,6 +618,34 @@ impl Runner<'_> {
     }
 }
 
+/// The threads of this process, with their state and kernel wait channel
+/// (for a failing fork child: which threads exist and where they sleep).
+fn thread_report() -> String {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return String::new();
+    };
+    let mut out = vec!["threads of the child (name, state, wchan):".to_string()];
+    for task in tasks.flatten() {
+        let p = task.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+        let stat = read("stat");
+        let name = read("comm");
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        out.push(format!(
+            "  {} {} {}",
+            name.trim(),
+            state,
+            read("wchan").trim()
+        ));
+    }
+    out.join("\n")
+}
+
 fn expect_state(engine: &Engine, want: State) -> Result<(), String> {
     let got = engine.state();
     if got == want {
@@ -622,6 +675,10 @@ struct Body {
     writes: Vec<usize>,
     outcome: Outcome,
     host: bool,
+    /// The var the body waits on, if it waits.
+    wait: Option<Var>,
+    engine: Weak<Engine>,
+    timeout: Duration,
 }
 
 impl Body {
@@ -635,6 +692,12 @@ impl Body {
         if let (true, Some(gil)) = (self.host, &s.gil) {
             if !gil.lock().held_by_me() {
                 s.violation(format!("host op s{} ran without the host lock", self.idx));
+            }
+        }
+        if let (Some(v), Some(engine)) = (&self.wait, self.engine.upgrade()) {
+            let got = engine.wait_for_var_timeout(v, self.timeout);
+            if let Ok(mut slot) = s.body_waits[self.idx].try_lock() {
+                *slot = Some(got);
             }
         }
     }

@@ -3,8 +3,8 @@
 //!
 //! - [`program`]: a small program language over a handful of vars: ops
 //!   that read and write values (sync, async, host; succeeding, failing,
-//!   panicking), var deletes, poison clears, waits on a var, `wait_all`,
-//!   quiesce/resume, and forks.
+//!   panicking, waiting inside their body), var deletes, poison clears,
+//!   waits on a var, `wait_all`, quiesce/resume, and forks.
 //! - [`reference`]: the serial reference interpreter (push order, one op
 //!   at a time, DESIGN.md's error rules).
 //! - [`exec`]: runs a program on the real engine beside the reference and

@@ -48,6 +48,21 @@ pub struct OpStmt {
     pub run_on_error: bool,
     /// Priority band: 0 high, 1 normal, 2 low.
     pub priority: u8,
+    /// The body calls `wait_for_var` on the op's first var (its reads, then
+    /// its writes): `WaitOnSelf` if the op writes it, else the var's
+    /// poison, since every earlier write of it is complete (DESIGN.md,
+    /// "Waiting inside an op").
+    pub body_wait: bool,
+}
+
+impl OpStmt {
+    /// The var the body waits on, if it waits.
+    pub fn waited_var(&self) -> Option<u8> {
+        if !self.body_wait {
+            return None;
+        }
+        self.reads.first().or(self.writes.first()).copied()
+    }
 }
 
 /// One statement of a program.
@@ -125,6 +140,9 @@ impl fmt::Display for OpStmt {
         }
         if self.priority != 1 {
             write!(f, " prio{}", self.priority)?;
+        }
+        if let Some(v) = self.waited_var() {
+            write!(f, " waits-on-v{v}")?;
         }
         Ok(())
     }

@@ -117,6 +117,15 @@ pub enum Fate {
     Internal,
 }
 
+/// What the reference predicts for an accepted op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicted {
+    /// Whether its body runs.
+    pub fate: Fate,
+    /// What the `wait_for_var` inside its body returns, if it waits.
+    pub body_wait: Option<Result<(), Error>>,
+}
+
 /// The serial reference state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Model {
@@ -167,7 +176,7 @@ impl Model {
 
     /// Pushes an op: `Err` if refused (nothing changes), else the accepted
     /// op, already applied.
-    pub fn push(&mut self, kind: RefKind) -> Result<(RefOp, Fate), Error> {
+    pub fn push(&mut self, kind: RefKind) -> Result<(RefOp, Predicted), Error> {
         let probe = RefOp {
             id: self.next_op,
             kind,
@@ -178,8 +187,24 @@ impl Model {
             return Err(e);
         }
         self.next_op += 1;
+        let body_wait = self.body_wait(&probe);
         let fate = self.apply(&probe);
-        Ok((probe, fate))
+        let body_wait = body_wait.filter(|_| fate == Fate::Ran);
+        Ok((probe, Predicted { fate, body_wait }))
+    }
+
+    /// What a `wait_for_var` inside `op`'s body returns, before `op` runs:
+    /// `WaitOnSelf` on a var it writes; on a var it reads, every earlier
+    /// write is complete, so the var's poison.
+    pub fn body_wait(&self, op: &RefOp) -> Option<Result<(), Error>> {
+        let RefKind::User { op: stmt, .. } = &op.kind else {
+            return None;
+        };
+        let v = stmt.waited_var()? as usize;
+        if op.writes().contains(&v) {
+            return Some(Err(Error::WaitOnSelf));
+        }
+        Some(self.wait_var(v))
     }
 
     /// Runs an accepted op serially.

@@ -29,9 +29,10 @@ pub fn op_stmt() -> impl Strategy<Value = OpStmt> {
         prop::bool::weighted(0.1),
         0u8..3,
         prop::bool::weighted(0.03),
+        prop::bool::weighted(0.1),
     )
         .prop_map(
-            |(vars, split, outcome, mode, host, run_on_error, priority, dup)| {
+            |(vars, split, outcome, mode, host, run_on_error, priority, dup, body_wait)| {
                 let (mut reads, mut writes) = (Vec::new(), Vec::new());
                 for (i, v) in vars.into_iter().enumerate() {
                     if split & (1 << i) != 0 {
@@ -53,6 +54,8 @@ pub fn op_stmt() -> impl Strategy<Value = OpStmt> {
                     host,
                     run_on_error,
                     priority,
+                    // A var repeated is refused at push: no body to wait.
+                    body_wait: body_wait && !dup,
                 }
             },
         )

@@ -281,6 +281,7 @@ fn regression_lost_clear_poison(_cases: u32) -> Result<String, String> {
         host: false,
         run_on_error: false,
         priority: 1,
+        body_wait: false,
     });
     let options = Options {
         forks: true,

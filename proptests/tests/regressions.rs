@@ -28,6 +28,7 @@ fn async_body_panic_is_reported_as_a_panic() {
             host: false,
             run_on_error: false,
             priority: 1,
+            body_wait: false,
         })],
     };
     if let Err(e) = run_program(&program, &Options::default()) {
