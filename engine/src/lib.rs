@@ -27,7 +27,8 @@
 //!   waiting for any op (so it cannot deadlock on a host lock the forking
 //!   thread holds), the parent goes on exactly as before, and in the child
 //!   every op pending at the fork completes with
-//!   [`OpErrorKind::LostInFork`] without running. See `FORK_SAFETY.md`.
+//!   [`OpErrorKind::LostInFork`] without running. See `FORK-SAFETY.md` at the
+//!   top of the repository (the fork-safety audit).
 //! - [`fork`] quiesces every engine first (bounded by
 //!   [`Config::fork_drain`]), so no op is mid-flight at the fork.
 //!
