@@ -25,6 +25,10 @@ pub struct Options {
     pub wait_timeout: Duration,
     /// Watchdog of each fork child.
     pub child_limit: Duration,
+    /// After the run, wait (bounded) until the engine's threads have left,
+    /// so that the next program's raw forks do not catch them exiting (see
+    /// `known_child_hang` in tests/differential.rs).
+    pub settle_threads: bool,
 }
 
 impl Default for Options {
@@ -33,6 +37,7 @@ impl Default for Options {
             forks: false,
             wait_timeout: Duration::from_secs(10),
             child_limit: Duration::from_secs(30),
+            settle_threads: true,
         }
     }
 }
@@ -119,6 +124,7 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
         body_waits: (0..program.stmts.len()).map(|_| Mutex::new(None)).collect(),
         gil: gil.clone(),
     });
+    let threads_before = thread_count();
     if let Some(g) = &gil {
         g.lock().acquire();
     }
@@ -143,7 +149,36 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
             g.lock().release();
         }
     }
-    result.map(|()| runner.stats.clone())
+    let stats = runner.stats.clone();
+    drop(runner);
+    // The engine's workers leave after its shutdown, on their own time. A
+    // raw fork while they are leaving can leave a child in which no thread
+    // can start (see `known_child_hang` in tests/differential.rs); let them
+    // go before the next program forks.
+    if options.settle_threads {
+        wait_threads(threads_before, Duration::from_secs(2));
+    }
+    result.map(|()| stats)
+}
+
+/// How many threads this process has (0 if unknown).
+fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (bounded) until the process is back to `n` threads or fewer.
+fn wait_threads(n: usize, bound: Duration) {
+    let start = std::time::Instant::now();
+    while thread_count() > n && start.elapsed() < bound {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 struct Runner<'p> {
@@ -466,7 +501,7 @@ impl Runner<'_> {
                 let result = catch_unwind(AssertUnwindSafe(|| self.child(idx, drain)));
                 let (code, msg) = match result {
                     Ok(Ok(lost)) => (0, format!("lost={lost}")),
-                    Ok(Err(e)) => (1, format!("{e}\n{}", thread_report())),
+                    Ok(Err(e)) => (1, format!("{e}\n{}\n{}", self.diagnose(), thread_report())),
                     Err(_) => (2, "the child panicked".to_string()),
                 };
                 let msg: String = msg.chars().take(8000).collect();
@@ -493,6 +528,33 @@ impl Runner<'_> {
                 expect_state(&self.engine, before).map_err(|e| format!("parent: {e}"))
             }
         }
+    }
+
+    /// What a failing fork child knows about its engine: its fork report
+    /// and every op still pending.
+    fn diagnose(&self) -> String {
+        let report = self.engine.fork_report();
+        let pending = match self.engine.wait_all_timeout(Duration::from_millis(200)) {
+            Err(Error::Timeout { pending }) => pending
+                .iter()
+                .map(|i| format!("#{} {}", i.id, i.name))
+                .collect::<Vec<_>>()
+                .join(", "),
+            other => format!("{other:?}"),
+        };
+        // Can this child start a thread that uses thread-locals at all?
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().spawn(move || {
+            let _ = std::thread::current().id();
+            let _ = tx.send(());
+        });
+        let starts = match spawned {
+            Ok(_) => rx.recv_timeout(Duration::from_secs(2)).is_ok(),
+            Err(_) => false,
+        };
+        format!(
+            "fork report: {report:?}\nstill pending in the child: {pending}\na fresh thread starts and runs in the child: {starts}"
+        )
     }
 
     /// The fork child: compare the inherited state with the reference at

@@ -38,6 +38,10 @@ const PROPERTIES: &[(&str, u32, Property)] = &[
     ),
 ];
 
+/// Known bugs not fixed yet: each fails until it is, so it runs only when
+/// named (`cargo test -p forksafe-proptests --test differential -- known`).
+const KNOWN: &[(&str, u32, Property)] = &[("known_child_hang", 3000, known_child_hang)];
+
 /// Watchdog of one property's process, scaled up for deep runs.
 fn limit(cases: u32, default_cases: u32) -> Duration {
     let base = Duration::from_secs(300);
@@ -47,7 +51,9 @@ fn limit(cases: u32, default_cases: u32) -> Duration {
 fn main() {
     if let Ok(name) = std::env::var("FORKSAFE_PROPERTY") {
         quiet_panic_hook();
-        let Some((_, default_cases, f)) = PROPERTIES.iter().find(|(n, _, _)| *n == name) else {
+        let Some((_, default_cases, f)) =
+            PROPERTIES.iter().chain(KNOWN).find(|(n, _, _)| *n == name)
+        else {
             eprintln!("no property {name}");
             std::process::exit(3);
         };
@@ -67,8 +73,10 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let (mut passed, mut failed) = (0, 0);
-    for (name, default_cases, _) in PROPERTIES {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+    for (name, default_cases, _) in PROPERTIES.iter().chain(KNOWN) {
+        let named = filters.iter().any(|f| name.contains(f.as_str()));
+        let known = KNOWN.iter().any(|(n, _, _)| n == name);
+        if (!filters.is_empty() || known) && !named {
             continue;
         }
         let started = Instant::now();
@@ -318,4 +326,39 @@ fn regression_lost_clear_poison(_cases: u32) -> Result<String, String> {
     Ok(format!(
         "{runs} programs: the child keeps (or gets) the poison"
     ))
+}
+
+/// Found by `programs_with_forks` (deep run: 1 failure in 20000 cases;
+/// shrinking could not make the failure repeat, so this is the program as
+/// found; in a loop hosted by a libtest test it failed 4 times in about 1800
+/// runs, here it may take many more): in a raw fork child the engine's lazily started workers — and
+/// any fresh `std::thread` — sleep in a futex for good, so no op ever runs
+/// there (I5). It goes away when each run first waits for the previous
+/// engine's threads to leave (`Options::settle_threads`, on in every other
+/// test): a raw fork taken while threads of a shut-down engine are still
+/// leaving leaves a child that cannot start threads. Shutdown returns
+/// before its workers are gone and prepare does not wait for them. Not
+/// fixed yet; runs only when named, and fails until fixed.
+fn known_child_hang(cases: u32) -> Result<String, String> {
+    let bytes: [u8; 119] = [
+        0x01, 0x0b, 0x00, 0x0e, 0xac, 0x19, 0x10, 0x5d, 0x50, 0x00, 0x01, 0x40, 0x09, 0x00, 0x00,
+        0x22, 0x00, 0x12, 0x1c, 0x00, 0x1e, 0x0c, 0x1e, 0x1f, 0x00, 0x14, 0x88, 0x1e, 0x09, 0x00,
+        0x00, 0x8c, 0x10, 0x03, 0x48, 0x29, 0x00, 0x00, 0x23, 0x00, 0x7e, 0x0c, 0x00, 0x04, 0x50,
+        0x0e, 0x00, 0x1d, 0x9c, 0x1e, 0x00, 0x00, 0x9c, 0x00, 0x6b, 0x80, 0x09, 0x00, 0x0c, 0x42,
+        0x00, 0x2c, 0x80, 0x0b, 0x3d, 0x1f, 0x1f, 0x0e, 0x1e, 0x00, 0x00, 0x18, 0x1d, 0x10, 0x3a,
+        0x82, 0x00, 0x04, 0x40, 0x29, 0x1f, 0x0f, 0x0d, 0x2c, 0x00, 0x5b, 0x53, 0x29, 0x1f, 0x1d,
+        0x00, 0x00, 0x03, 0x00, 0x00, 0x53, 0x00, 0x08, 0x40, 0x00, 0x09, 0x23, 0x0e, 0x00, 0x00,
+        0x90, 0x19, 0x1e, 0x00, 0x00, 0x80, 0x19, 0x1f, 0x00, 0x23, 0x83, 0x00, 0x00, 0x42,
+    ];
+    let program = decode(&bytes);
+    let options = Options {
+        forks: true,
+        wait_timeout: Duration::from_secs(3),
+        settle_threads: false,
+        ..Options::default()
+    };
+    for i in 0..cases {
+        run_program(&program, &options).map_err(|e| format!("run {i}: {e}\n{program}"))?;
+    }
+    Ok(format!("{cases} runs of the program passed"))
 }
