@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # (backticks in single quotes are literal Markdown)
 # scripts/check-audit-refs.sh — every reference in FORK-SAFETY.md resolves.
 #
 # Usage:

@@ -17,7 +17,8 @@
 #
 # Environment: MUTANTS_OUT (default mutants.out.core), MUTANTS_JOBS (default
 # 2), FORKSAFE_SHUTTLE_ITERS (default 200 here; the model suite's default is
-# 3000), MUTANTS_PASSES ("plain shuttle", the default, or one of them; a
+# 3000), MUTANTS_SHUTTLE_TIMEOUT (seconds per mutant, default 240),
+# MUTANTS_PASSES ("plain shuttle", the default, or one of them; a
 # shuttle pass alone iterates on an earlier plain pass in the same
 # MUTANTS_OUT).
 #
@@ -68,8 +69,16 @@ if [[ " $passes " == *" shuttle "* ]]; then
         echo "no survivors: pass 2 skipped"
         : >"$out/shuttle/mutants.out/missed.txt"
     else
+        # cargo-mutants' own baseline always tests the mutated package
+        # (forksafe-core), whose plain tests do not build under --cfg
+        # shuttle; so the unmutated shuttle suite is the baseline, run here,
+        # and cargo-mutants skips its own (with an explicit timeout).
+        RUSTFLAGS="--cfg shuttle" FORKSAFE_SHUTTLE_ITERS="$iters" \
+            cargo test -p forksafe-models --target-dir target/shuttle \
+            --test shuttle_invariants --test shuttle_host --test shuttle_fork --test shuttle_controls
         RUSTFLAGS="--cfg shuttle" FORKSAFE_SHUTTLE_ITERS="$iters" \
             run_mutants cargo mutants --iterate -j "$jobs" -o "$out/shuttle" \
+            --baseline=skip --timeout "${MUTANTS_SHUTTLE_TIMEOUT:-240}" \
             --test-package forksafe-models \
             --cargo-test-arg=--test=shuttle_invariants \
             --cargo-test-arg=--test=shuttle_host \

@@ -4,7 +4,7 @@
 //! process, and the `Debug` forms that say whether a slot is filled.
 
 use forksafe_core::global::{LazySlot, OnceFlag};
-use forksafe_core::{CompletionToken, Engine, Error, ForkDomain, OpSpec, Payload};
+use forksafe_core::{CompletionToken, Engine, Error, ForkDomain, OpErrorKind, OpSpec, Payload};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -119,4 +119,30 @@ fn domain_quiesce_debug_names_its_engines() {
         shown.contains("engines: 1") && shown.contains("timed_out: []"),
         "{shown}"
     );
+}
+
+/// An async body that panics while holding its own token: the op fails
+/// with the panic, not with `TokenDropped` (the token's drop during the
+/// unwind leaves the op to the worker).
+#[test]
+fn an_async_body_that_panics_holding_its_token_reports_the_panic() {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let e = Engine::<Job>::new(domain, Default::default()).unwrap();
+    let v = e.new_var().unwrap();
+    e.push(
+        OpSpec::new(Job(Box::new(|t| {
+            let _held = t;
+            panic!("boom in the body");
+        })))
+        .writes(std::slice::from_ref(&v))
+        .asynchronous(),
+    )
+    .unwrap();
+    match e.wait_for_var(&v) {
+        Err(Error::Poisoned(err)) => assert_eq!(
+            err.kind(),
+            &OpErrorKind::Panicked("boom in the body".to_string())
+        ),
+        other => panic!("{other:?}"),
+    }
 }

@@ -376,3 +376,41 @@ fn two_engines_in_one_domain_keep_apart() {
     assert_eq!(e2.pending(), Ok(0));
     assert!(format!("{d:?}").contains("epoch: 0"), "{d:?}");
 }
+
+/// A fork from inside a host op's body: the op stays counted in the host
+/// bridge in the child, leaves it once, and a shutdown afterwards finds the
+/// bridge empty.
+#[test]
+fn fork_from_inside_a_host_op_leaves_the_bridge_balanced() {
+    let d = domain();
+    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let v = e.new_var().unwrap();
+    let f = e
+        .push(
+            OpSpec::new(job(move || {
+                d.prepare();
+                d.child();
+                Ok(())
+            }))
+            .writes(std::slice::from_ref(&v))
+            .lane(forksafe_core::Lane::Host),
+        )
+        .unwrap();
+    e.wait_for_var(&v).unwrap();
+    let report = e.fork_report().unwrap().expect("a fork report");
+    assert_eq!(report.carried.map(|i| i.id), Some(f));
+    // The host lane still works, and shutdown sees nobody in the bridge.
+    e.push(
+        OpSpec::new(job(|| Ok(())))
+            .writes(std::slice::from_ref(&v))
+            .lane(forksafe_core::Lane::Host),
+    )
+    .unwrap();
+    e.wait_for_var(&v).unwrap();
+    let r = e.shutdown(Duration::from_secs(10)).unwrap();
+    assert!(
+        r.cancelled.is_empty() && r.still_running.is_empty(),
+        "{r:?}"
+    );
+    assert_eq!(e.state(), State::Stopped);
+}
