@@ -41,12 +41,14 @@ impl<P: Payload> Engine<P> {
 
 impl<P: Payload> Shared<P> {
     pub(crate) fn quiesce(this: &Arc<Self>, deadline: Instant) -> Result<QuiesceGuard<P>> {
-        let caller_lane = this
-            .calling_op()
-            .and_then(|c| this.live_op(c))
-            .map(|op| op.info.lane);
-        let epoch = {
+        let (epoch, caller_lane) = {
             let _section = this.enter()?;
+            // Inside the section: the live index's shard lock must not be
+            // held by this thread when another one forks.
+            let caller_lane = this
+                .calling_op()
+                .and_then(|c| this.live_op(c))
+                .map(|op| op.info.lane);
             let mut ctl = this.ctl.lock();
             let state = next(ctl.state, Event::Quiesce)?;
             this.set_state(&mut ctl, state);
@@ -55,7 +57,7 @@ impl<P: Payload> Shared<P> {
             for lane in Lane::ALL {
                 this.lane(lane).lock().paused = true;
             }
-            this.epoch.load(Ordering::Acquire)
+            (this.epoch.load(Ordering::Acquire), caller_lane)
         };
         loop {
             let Ok(section) = this.enter() else {
