@@ -142,6 +142,8 @@ impl<P: Payload> Shared<P> {
             ls.drain_waiters.clear();
         }
         self.all_waiters.lock().clear();
+        // The old workers vanished: forget their handles, never join them.
+        self.exits.forget_all();
         self.all_waiting.store(0, Ordering::SeqCst);
         self.timed.lock().clear();
         let live: usize = self.live.iter().map(|s| s.lock().len()).sum();

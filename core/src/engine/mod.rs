@@ -27,7 +27,7 @@ use crate::lifecycle::State;
 use crate::op::{Lane, OpCell, Payload};
 use crate::ready::LaneState;
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Mutex, Ordering, Thread, MODEL_BUILD,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Exits, Mutex, Ordering, Thread, MODEL_BUILD,
 };
 use crate::trace::{TraceEvent, Tracer};
 use crate::var::{Var, VarInner, VarState};
@@ -141,6 +141,10 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) settling: AtomicBool,
     /// Set by prepare: 1 + the id of the op the forking thread is running.
     pub(crate) carried: AtomicU64,
+    /// The workers' join handles, so shutdown returns only once every worker
+    /// not running a body is gone (a raw fork that catches a std thread
+    /// exiting can leave the child unable to start threads).
+    pub(crate) exits: Exits,
     /// Model builds: threads in a timed wait, woken when the model fires a
     /// deadline.
     pub(crate) timed: Mutex<Vec<Thread>>,
@@ -243,6 +247,7 @@ impl<P: Payload> Engine<P> {
             epoch: AtomicU64::new(domain.epoch()),
             settling: AtomicBool::new(false),
             carried: AtomicU64::new(0),
+            exits: Exits::new(),
             timed: Mutex::new(Vec::new()),
             tracer: Tracer::new(),
         });

@@ -7,7 +7,7 @@ use super::{Engine, Shared};
 use crate::error::{OpErrorKind, Result};
 use crate::lifecycle::{next, Event, State};
 use crate::op::{Lane, OpInfo, Payload};
-use crate::sync::{current_thread, Arc, Instant};
+use crate::sync::{current_thread, join_leaving, pause_briefly, Arc, Instant};
 use std::time::Duration;
 
 /// What a shutdown did.
@@ -141,6 +141,7 @@ impl<P: Payload> Shared<P> {
             drop(section);
             this.park(None);
         }
+        Shared::join_idle_workers(this);
         if let Ok(_section) = this.enter() {
             let mut ctl = this.ctl.lock();
             if let Ok(state) = next(ctl.state, Event::Stopped) {
@@ -150,5 +151,33 @@ impl<P: Payload> Shared<P> {
             report.still_running = this.running_ops();
         }
         report
+    }
+
+    /// Joins every worker of this engine but those still running a body and
+    /// the calling thread, so that when shutdown returns no engine thread is
+    /// half-way out: a raw fork that catches one exiting can leave the child
+    /// unable to start any thread (std's thread-exit path holds a
+    /// process-wide lock, FORK-SAFETY.md). The lanes are stopped, so an idle
+    /// worker exits at once; a leaving worker holds no engine or host lock,
+    /// so the wait is bounded by its exit and never by the host (H2). Not
+    /// bounded by the deadline: it never waits for a body.
+    fn join_idle_workers(this: &Arc<Self>) {
+        let mut round = 0;
+        loop {
+            let (leaving, left) = this.exits.take_leaving();
+            join_leaving(leaving);
+            if left == 0 {
+                break;
+            }
+            let running = match this.enter() {
+                Ok(_section) => Lane::ALL.iter().map(|l| this.lane(*l).lock().running).sum(),
+                Err(_) => break,
+            };
+            if left <= running {
+                break;
+            }
+            pause_briefly(round);
+            round = round.saturating_add(1);
+        }
     }
 }

@@ -8,7 +8,7 @@ use super::Shared;
 use crate::current::{enter_op, RunningOp};
 use crate::error::OpErrorKind;
 use crate::op::{Action, Lane, OpCell, Payload};
-use crate::sync::{current_thread, spawn_named, Arc, Ordering, MODEL_BUILD};
+use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
 use crate::token::CompletionToken;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -73,9 +73,25 @@ impl<P: Payload> Shared<P> {
         for (lane, index) in spawns {
             let shared = this.clone();
             let name = format!("{}-{:?}-{index}", this.config.thread_name, lane).to_lowercase();
-            if spawn_named(name, move || Shared::worker_main(shared, lane, index)).is_err() {
-                if let Ok(_section) = this.enter() {
-                    this.lane(lane).lock().workers -= 1;
+            let leaving = Leaving::new();
+            let last_step = leaving.clone();
+            let spawned = spawn_named(name, move || {
+                Shared::worker_main(shared, lane, index);
+                last_step.set();
+            });
+            match spawned {
+                Ok(handle) => {
+                    // Under a section, so a fork child finds the set's lock
+                    // free. Refused only to the forking thread between
+                    // prepare and parent/child: that worker goes untracked.
+                    if let Ok(_section) = this.enter() {
+                        this.exits.add(leaving, handle);
+                    }
+                }
+                Err(_) => {
+                    if let Ok(_section) = this.enter() {
+                        this.lane(lane).lock().workers -= 1;
+                    }
                 }
             }
         }

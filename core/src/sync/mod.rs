@@ -48,6 +48,9 @@ pub use imp::thread_local;
 mod clock;
 pub use clock::{Clock, Instant};
 
+mod exits;
+pub use exits::{join_leaving, Exits, Leaving};
+
 pub mod mutant;
 
 /// True in loom and shuttle builds, where spin loops become single yields.
@@ -178,6 +181,24 @@ mod loom_park {
                 t.parked = true;
             }
             loom::thread::park();
+        }
+    }
+}
+
+/// One step of a wait for other threads' exit: a spin hint at first, then a
+/// short sleep in production; a yield in model builds.
+pub fn pause_briefly(round: u32) {
+    #[cfg(any(loom, shuttle))]
+    {
+        let _ = round;
+        imp::thread::yield_now();
+    }
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        if round < 64 {
+            std::hint::spin_loop();
+        } else {
+            imp::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 }

@@ -1,0 +1,106 @@
+//! The engine's own threads, so that shutdown can wait until they are gone.
+//!
+//! Why: a thread that has left the engine's code is still not gone. Rust's
+//! std takes a process-wide mutex (`stack_overflow::thread_info`'s `LOCK`)
+//! on the way out of every thread it started, and on the way in of every new
+//! one. A raw `fork()` that catches an exiting thread holding it leaves the
+//! child with that mutex locked for good: no thread std starts in the child
+//! ever runs, the engine's workers included. Only a join (the kernel clears
+//! the thread id after the last user-space step) tells that a thread is gone.
+//!
+//! Production builds keep each worker's handle with a flag the worker sets as
+//! the last step of its closure; model builds keep nothing (their threads
+//! never really exit, and a model joins them itself).
+
+#[cfg(not(any(loom, shuttle)))]
+use super::{Arc, AtomicBool, Ordering};
+use super::{JoinHandle, Mutex};
+
+/// A flag a tracked thread sets as the last step of its closure.
+#[derive(Debug, Default, Clone)]
+pub struct Leaving(#[cfg(not(any(loom, shuttle)))] Arc<AtomicBool>);
+
+impl Leaving {
+    /// A new, unset flag.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Says the thread is leaving: it runs no engine or host code any more.
+    pub fn set(&self) {
+        #[cfg(not(any(loom, shuttle)))]
+        self.0.store(true, Ordering::Release);
+    }
+
+    #[cfg(not(any(loom, shuttle)))]
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Handles of the threads a [`Leaving`] flag goes with.
+#[derive(Debug, Default)]
+pub struct Exits {
+    #[cfg_attr(any(loom, shuttle), allow(dead_code))]
+    threads: Mutex<Vec<(Leaving, JoinHandle<()>)>>,
+}
+
+impl Exits {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Tracks a thread. Model builds drop (detach) the handle.
+    pub fn add(&self, leaving: Leaving, handle: JoinHandle<()>) {
+        #[cfg(not(any(loom, shuttle)))]
+        self.threads.lock().push((leaving, handle));
+        #[cfg(any(loom, shuttle))]
+        drop((leaving, handle));
+    }
+
+    /// Takes out the threads that are leaving (their flag is set), and says
+    /// how many tracked threads are left, not counting the calling thread.
+    pub fn take_leaving(&self) -> (Vec<JoinHandle<()>>, usize) {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            let me = std::thread::current().id();
+            let mut threads = self.threads.lock();
+            let mut taken = Vec::new();
+            let mut i = 0;
+            while i < threads.len() {
+                if threads[i].0.is_set() && threads[i].1.thread().id() != me {
+                    taken.push(threads.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+            let left = threads
+                .iter()
+                .filter(|(_, h)| h.thread().id() != me)
+                .count();
+            (taken, left)
+        }
+        #[cfg(any(loom, shuttle))]
+        {
+            (Vec::new(), 0)
+        }
+    }
+
+    /// Fork child: forgets every handle (never join, detach or drop a
+    /// vanished thread's handle, DESIGN.md). Only called with no section
+    /// open, so no thread of the child holds the lock.
+    pub fn forget_all(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        std::mem::forget(threads);
+    }
+}
+
+/// Joins threads that said they are leaving: each has run its last step of
+/// engine code and holds no engine or host lock, so this waits only for
+/// their exit. A thread that panicked is joined the same way.
+pub fn join_leaving(handles: Vec<JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.join();
+    }
+}

@@ -1,0 +1,151 @@
+//! Regression test: a raw fork right after `shutdown` returns must leave a
+//! child that can start threads and run ops.
+//!
+//! Rust's std takes a process-wide mutex on the way out of every thread it
+//! started (and on the way in of every new one: the stack-overflow handler's
+//! thread info). Before shutdown joined its workers, a fork right after
+//! shutdown could catch a worker on its way out holding that mutex, and no
+//! thread ever started in the child (its engine's workers included): the
+//! child hung. See FORK-SAFETY.md, "Assumptions".
+//!
+//! A `harness = false` binary (libtest's threads could hold locks at a fork).
+//! Each round: an engine with several workers runs a few ops, shuts down,
+//! and the test forks at once; the child starts a thread, then runs an op on
+//! a fresh engine, and leaves with `_exit`. The parent waits for it under a
+//! watchdog, kills it if it hangs, and fails. `FORKSAFE_ROUNDS` sets the
+//! number of rounds (default 2000).
+
+mod support;
+
+use forksafe::{Config, Engine};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Workers per lane: all of them are on their way out when the test forks.
+const WORKERS: usize = 8;
+
+/// Watchdog of one forked child (a healthy one takes milliseconds).
+const CHILD_LIMIT: Duration = Duration::from_secs(5);
+
+fn main() {
+    quiet_panics();
+    let rounds: u32 = std::env::var("FORKSAFE_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let mut hung = 0;
+    let mut failed = 0;
+    for round in 0..rounds {
+        let e = Engine::new(Config {
+            compute_workers: WORKERS,
+            host_workers: WORKERS,
+            ..Config::default()
+        })
+        .expect("engine");
+        let v = e.new_var().expect("var");
+        for i in 0..2 * WORKERS {
+            let lane_var = e.new_var().expect("var");
+            e.op(format!("r{round}-{i}"))
+                .reads(&[&v])
+                .writes(&[&lane_var])
+                .run(|| {})
+                .expect("push");
+        }
+        e.shutdown(Duration::from_secs(5)).expect("shutdown");
+        // Fork at a spread of moments after shutdown returns, so the rounds
+        // sample the workers' whole way out (before the fix, they were
+        // still leaving here). A spin, not a sleep: no timing is asserted.
+        for _ in 0..(round % 32) * 200 {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the child only starts a thread, uses a fresh engine, and
+        // leaves with `_exit`; it never returns into this loop.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = match std::panic::catch_unwind(child) {
+                Ok(Ok(())) => 0,
+                Ok(Err(e)) => {
+                    say(&format!("    child FAILED: {e}\n"));
+                    1
+                }
+                Err(_) => 2,
+            };
+            // SAFETY: ends the child without running the parent's exit hooks
+            // or destructors.
+            unsafe { libc::_exit(code) }
+        }
+        match wait_child(pid) {
+            Some(0) => {}
+            Some(code) => {
+                say(&format!("    round {round}: child exited with {code}\n"));
+                failed += 1;
+            }
+            None => {
+                say(&format!("    round {round}: child hung (killed)\n"));
+                hung += 1;
+            }
+        }
+        drop(e);
+        if hung + failed > 0 {
+            break;
+        }
+    }
+    if hung + failed > 0 {
+        say(&format!(
+            "fork_after_shutdown: FAILED ({hung} hung, {failed} failed)\n"
+        ));
+        std::process::exit(1);
+    }
+    say(&format!("fork_after_shutdown: {rounds} rounds passed\n"));
+}
+
+/// The child: a fresh thread must start and be joined, and a fresh engine
+/// must run an op.
+fn child() -> Result<(), String> {
+    let t = std::thread::spawn(|| 7);
+    if t.join().map_err(|_| "thread panicked")? != 7 {
+        return Err("thread returned the wrong value".into());
+    }
+    let e = Engine::new(Config {
+        compute_workers: 1,
+        host_workers: 1,
+        ..Config::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    e.op("child")
+        .writes(&[&v])
+        .run(|| {})
+        .map_err(|e| e.to_string())?;
+    e.wait_all_timeout(Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Waits for `pid` under [`CHILD_LIMIT`]: its exit code, or `None` if it
+/// hung (then it is killed and reaped).
+fn wait_child(pid: libc::pid_t) -> Option<i32> {
+    let start = Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a live, writable int; `pid` is our child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Some(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            });
+        }
+        if start.elapsed() > CHILD_LIMIT {
+            // SAFETY: `pid` is our unreaped child; kill then reap it.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return None;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
