@@ -47,7 +47,7 @@ fn payload_of_a_push_on_a_deleted_var_is_dropped_under_the_host_lock() {
     let x = e.new_var().unwrap();
     e.delete_var(&x).unwrap();
     e.wait_all().unwrap();
-    let spec = host_op(&gil, &log).writes(std::slice::from_ref(&x));
+    let spec = host_op(&gil, &log).writes(&[x.clone()]);
     assert_eq!(e.push(spec), Err(Error::DeletedVar));
     assert_eq!(*log.lock().unwrap(), vec![true]);
     e.shutdown(std::time::Duration::from_secs(10)).unwrap();
