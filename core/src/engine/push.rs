@@ -46,21 +46,7 @@ impl<P: Payload> Engine<P> {
 }
 
 impl<P: Payload> Shared<P> {
-    pub(crate) fn push(this: &Arc<Self>, mut spec: OpSpec<P>, block: bool) -> Result<u64> {
-        let result = Shared::push_spec(this, &mut spec, block);
-        if result.is_err() {
-            // A refused payload is dropped like a cancelled op's (H1): with
-            // no engine lock held, a host payload under the host lock.
-            if let Some(payload) = spec.payload.take() {
-                this.drop_payload(spec.lane, payload, true);
-            }
-        }
-        result
-    }
-
-    /// [`Shared::push`] without the refused payload's drop: on an error the
-    /// payload is back in `spec`.
-    fn push_spec(this: &Arc<Self>, spec: &mut OpSpec<P>, block: bool) -> Result<u64> {
+    pub(crate) fn push(this: &Arc<Self>, spec: OpSpec<P>, block: bool) -> Result<u64> {
         let mut vars: Vec<(Var<P>, bool)> =
             Vec::with_capacity(spec.reads.len() + spec.writes.len());
         vars.extend(spec.reads.iter().map(|v| (v.clone(), false)));
@@ -90,7 +76,7 @@ impl<P: Payload> Shared<P> {
 
     /// Appends the op to its vars' queues, holding every var lock in id
     /// order so two pushes sharing vars are ordered alike on all of them.
-    fn accept(this: &Arc<Self>, spec: &mut OpSpec<P>, vars: Vec<(Var<P>, bool)>) -> Result<u64> {
+    fn accept(this: &Arc<Self>, mut spec: OpSpec<P>, vars: Vec<(Var<P>, bool)>) -> Result<u64> {
         let section = this.enter()?;
         let mut guards = Vec::with_capacity(vars.len());
         for (v, _) in &vars {
@@ -127,7 +113,6 @@ impl<P: Payload> Shared<P> {
             this.forget_live(id, &mut wake);
             drop(guards);
             drop(section);
-            spec.payload = op.payload.lock().take();
             for t in wake {
                 t.unpark();
             }
