@@ -46,6 +46,11 @@ impl<P: Payload> Engine<P> {
 }
 
 impl<P: Payload> Shared<P> {
+    /// Pushes `spec`. A refused push drops its payload on the caller's
+    /// thread once every engine lock is released (H1), without taking the
+    /// host lock: taking it there would be a host call the engine makes
+    /// after a shutdown has returned (I8; the shuttle model
+    /// `i8_shutdown_random` catches that variant).
     pub(crate) fn push(this: &Arc<Self>, spec: OpSpec<P>, block: bool) -> Result<u64> {
         let mut vars: Vec<(Var<P>, bool)> =
             Vec::with_capacity(spec.reads.len() + spec.writes.len());

@@ -35,9 +35,12 @@ impl<P: Payload> Engine<P> {
 impl<P: Payload> Shared<P> {
     fn shutdown(this: &Arc<Self>, deadline: Instant) -> Result<ShutdownReport> {
         let caller = this.calling_op();
-        let caller_op = caller.and_then(|c| this.live_op(c));
+        let caller_op;
         {
             let section = this.enter()?;
+            // Inside the section: the live index's shard lock must not be
+            // held by this thread when another one forks.
+            caller_op = caller.and_then(|c| this.live_op(c));
             let mut ctl = this.ctl.lock();
             if ctl.state == State::Stopped {
                 return Ok(ShutdownReport::default());
