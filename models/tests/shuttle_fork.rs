@@ -222,3 +222,62 @@ fn i5_i6_fork_random() {
 fn i5_i6_fork_pct() {
     model("i5_i6_fork_pct", Sched::Pct, DEFAULT_ITERS, i5_i6_fork);
 }
+
+/// A drained fork's quiesce of the whole domain (`ForkDomain::quiesce_all`)
+/// racing a shutdown of its one engine, which has an op queued: the drain
+/// either holds the engine quiesced, or reports `ShutDown`, or skips it
+/// because it had already stopped — never returns holding nothing while
+/// the engine is still shutting down (I3 across engines, I8).
+fn drain_races_shutdown() {
+    let w = Arc::new(World::new(config(1, 1, None), 1));
+    let queued = Op {
+        step: forksafe_models::Step {
+            label: 1,
+            reads: vec![],
+            writes: vec![0],
+            fail: false,
+        },
+        mode: Mode::Sync,
+        lane: forksafe_core::Lane::Compute,
+        run_on_error: false,
+        clear: false,
+    };
+    w.push(&queued).unwrap();
+    let stopper = {
+        let w = w.clone();
+        shuttle::thread::spawn(move || {
+            w.engine.shutdown(LONG).unwrap();
+        })
+    };
+    match w.domain.quiesce_all(LONG) {
+        Ok(held) if held.engines() == 0 => assert_eq!(
+            w.engine.state(),
+            forksafe_core::State::Stopped,
+            "quiesce_all held nothing while the engine was still shutting down"
+        ),
+        Ok(held) => assert_eq!(held.engines(), 1),
+        Err(e) => assert_eq!(e, Error::ShutDown),
+    }
+    stopper.join().unwrap();
+    assert_eq!(w.engine.state(), forksafe_core::State::Stopped);
+}
+
+#[test]
+fn drain_races_shutdown_random() {
+    model(
+        "drain_races_shutdown_random",
+        Sched::Random,
+        DEFAULT_ITERS,
+        drain_races_shutdown,
+    );
+}
+
+#[test]
+fn drain_races_shutdown_pct() {
+    model(
+        "drain_races_shutdown_pct",
+        Sched::Pct,
+        DEFAULT_ITERS,
+        drain_races_shutdown,
+    );
+}

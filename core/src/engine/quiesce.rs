@@ -53,10 +53,14 @@ impl<P: Payload> Shared<P> {
             let state = next(ctl.state, Event::Quiesce)?;
             this.set_state(&mut ctl, state);
             ctl.quiesces += 1;
-            drop(ctl);
+            // Paused under `ctl`: a shutdown or a resume that takes `ctl`
+            // next must see the lanes paused, or its unpause could come
+            // before this pause and leave the lanes paused for ever (found
+            // by the shuttle model drain_races_shutdown).
             for lane in Lane::ALL {
                 this.lane(lane).lock().paused = true;
             }
+            drop(ctl);
             (this.epoch.load(Ordering::Acquire), caller_lane)
         };
         loop {
@@ -151,12 +155,13 @@ impl<P: Payload> Shared<P> {
             return;
         };
         this.set_state(&mut ctl, state);
-        drop(ctl);
+        // Unpaused under `ctl`, so a quiesce that follows pauses after it.
         let wake = if others_held {
             Vec::new()
         } else {
             this.set_paused(false)
         };
+        drop(ctl);
         let spawns = if others_held {
             Vec::new()
         } else {

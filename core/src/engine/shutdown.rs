@@ -49,8 +49,9 @@ impl<P: Payload> Shared<P> {
             this.set_state(&mut ctl, state);
             ctl.quiesces = 0;
             let mut wake: Vec<_> = ctl.push_waiters.drain(..).collect();
-            drop(ctl);
+            // Unpaused under `ctl` (see `Shared::quiesce`).
             wake.extend(this.set_paused(false));
+            drop(ctl);
             let spawns = this.plan_workers_for_queued();
             drop(section);
             for t in wake {
