@@ -185,22 +185,15 @@ mod loom_park {
     }
 }
 
-/// One step of a wait for other threads' exit: a spin hint at first, then a
-/// short sleep in production; a yield in model builds.
+/// One step of a wait for other threads' exit: [`spin_step`] at first, then
+/// a short sleep in production; always a yield in model builds.
 pub fn pause_briefly(round: u32) {
-    #[cfg(any(loom, shuttle))]
-    {
-        let _ = round;
-        imp::thread::yield_now();
-    }
     #[cfg(not(any(loom, shuttle)))]
-    {
-        if round < 64 {
-            std::hint::spin_loop();
-        } else {
-            imp::thread::sleep(std::time::Duration::from_micros(50));
-        }
+    if round >= 64 {
+        imp::thread::sleep(std::time::Duration::from_micros(50));
+        return;
     }
+    spin_step(round);
 }
 
 /// Spawns a named thread.
