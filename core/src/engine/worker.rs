@@ -76,8 +76,10 @@ impl<P: Payload> Shared<P> {
             let leaving = Leaving::new();
             let last_step = leaving.clone();
             let spawned = spawn_named(name, move || {
+                // Set on unwind too: a worker that panicked is leaving as
+                // well, and shutdown must not wait for its flag for ever.
+                let _leaving = last_step.on_drop();
                 Shared::worker_main(shared, lane, index);
-                last_step.set();
             });
             match spawned {
                 Ok(handle) => {

@@ -32,9 +32,24 @@ impl Leaving {
         self.0.store(true, Ordering::Release);
     }
 
+    /// A guard that sets the flag when dropped, by return or by unwind.
+    pub fn on_drop(self) -> SetOnDrop {
+        SetOnDrop(self)
+    }
+
     #[cfg(not(any(loom, shuttle)))]
     fn is_set(&self) -> bool {
         self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Sets its [`Leaving`] flag when dropped.
+#[derive(Debug)]
+pub struct SetOnDrop(Leaving);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.set();
     }
 }
 
