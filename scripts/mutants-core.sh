@@ -36,6 +36,8 @@ out="${MUTANTS_OUT:-mutants.out.core}"
 jobs="${MUTANTS_JOBS:-2}"
 iters="${FORKSAFE_SHUTTLE_ITERS:-200}"
 passes="${MUTANTS_PASSES:-plain shuttle}"
+# cargo-mutants creates its output folder but not that folder's parent.
+mkdir -p "$out"
 
 # cargo-mutants exit codes: 0 all caught, 2 some missed, 3 some timed out.
 run_mutants() {
