@@ -1,0 +1,9 @@
+//! Core's integration tests, one module per file, built as one binary (see
+//! `autotests` in core/Cargo.toml).
+
+mod audit_gaps;
+mod drain_global;
+mod fork_steps;
+mod observable_details;
+mod real_threads;
+mod smoke;

@@ -1,0 +1,260 @@
+//! Behaviours of the hot-path files that core's other tests left unpinned,
+//! found by the full mutation run (FORK-SAFETY.md, "Mutation testing"):
+//! that a lane really has the workers it was configured with, what the
+//! timeline records about threads and time, the text of errors, and that a
+//! timeout too large for the clock means "no deadline", not "already past".
+
+use forksafe_core::{
+    CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpError, OpErrorKind, OpInfo, OpSpec,
+    Payload, Priority,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
+struct Job(Body);
+
+impl Payload for Job {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        (self.0)(token)
+    }
+}
+
+fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
+    OpSpec::new(Job(Box::new(move |_| f())))
+}
+
+fn engine(compute_workers: usize) -> Engine<Job> {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    Engine::new(
+        domain,
+        Config {
+            compute_workers,
+            ..Config::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Which OS thread ran each op, by op id.
+type Ran = Arc<Mutex<HashMap<u64, ThreadId>>>;
+
+/// Pushes an op that records its thread and then waits (up to a generous
+/// bound, so a broken engine fails instead of hanging) until `peers` ops
+/// of its group have started: with fewer workers than `peers` it fails.
+fn push_rendezvous(e: &Engine<Job>, ran: &Ran, arrived: &Arc<AtomicU32>, peers: u32) -> u64 {
+    let (ran, arrived) = (ran.clone(), arrived.clone());
+    let slot: Arc<Mutex<Option<u64>>> = Arc::default();
+    let my_id = slot.clone();
+    let id = e
+        .push(job(move || {
+            arrived.fetch_add(1, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_secs(20);
+            while arrived.load(Ordering::SeqCst) < peers {
+                if Instant::now() > until {
+                    return Err("a peer op never started".into());
+                }
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            let id = loop {
+                if let Some(id) = *my_id.lock().unwrap() {
+                    break id;
+                }
+                std::thread::yield_now();
+            };
+            ran.lock().unwrap().insert(id, std::thread::current().id());
+            Ok(())
+        })
+        .name("meet"))
+        .unwrap();
+    *slot.lock().unwrap() = Some(id);
+    id
+}
+
+/// Two compute workers run two ops at once, and the timeline names each
+/// op's thread and worker consistently with the thread that really ran it.
+#[test]
+fn a_lane_runs_as_many_ops_at_once_as_it_has_workers_and_the_trace_names_them() {
+    let e = engine(2);
+    e.set_tracing(true).unwrap();
+    let ran: Ran = Arc::default();
+    let mut ids = Vec::new();
+    for _round in 0..3 {
+        let arrived = Arc::new(AtomicU32::new(0));
+        ids.push(push_rendezvous(&e, &ran, &arrived, 2));
+        ids.push(push_rendezvous(&e, &ran, &arrived, 2));
+        e.wait_all().unwrap();
+    }
+    let events = e.take_trace().unwrap();
+    assert_eq!(events.len(), ids.len(), "{events:?}");
+    let ran = ran.lock().unwrap();
+    for ev in &events {
+        assert!(ids.contains(&ev.op), "{ev:?}");
+        assert_eq!(ev.name, "meet");
+        assert_eq!(ev.lane, Lane::Compute);
+        // Each body sleeps 2 ms after meeting its peer.
+        assert!(ev.dur_ns >= 2_000_000, "{ev:?}");
+    }
+    // Same OS thread <=> same thread number <=> same worker; six ops on
+    // two workers, so some thread ran several and two threads ran some.
+    let mut threads = std::collections::HashSet::new();
+    for a in &events {
+        threads.insert(ran[&a.op]);
+        for b in &events {
+            let same_os = ran[&a.op] == ran[&b.op];
+            assert_eq!(same_os, a.thread == b.thread, "{a:?} {b:?}");
+            assert_eq!(same_os, a.worker == b.worker, "{a:?} {b:?}");
+        }
+    }
+    assert_eq!(threads.len(), 2);
+}
+
+/// Tracing off records nothing; on again, it keeps its time origin, so a
+/// later op starts after every op of the first recording ended.
+#[test]
+fn the_trace_keeps_its_origin_across_a_pause_and_records_nothing_while_off() {
+    let e = engine(1);
+    e.set_tracing(true).unwrap();
+    for _ in 0..3 {
+        e.push(job(|| {
+            std::thread::sleep(Duration::from_millis(2));
+            Ok(())
+        }))
+        .unwrap();
+    }
+    e.wait_all().unwrap();
+    let first = e.take_trace().unwrap();
+    assert_eq!(first.len(), 3);
+    let first_end = first.iter().map(|ev| ev.start_ns + ev.dur_ns).max().unwrap();
+    assert!(first_end >= 6_000_000, "{first:?}");
+
+    e.set_tracing(false).unwrap();
+    e.push(job(|| Ok(()))).unwrap();
+    e.wait_all().unwrap();
+    assert_eq!(e.take_trace().unwrap(), Vec::new());
+
+    e.set_tracing(true).unwrap();
+    e.push(job(|| Ok(())).name("later")).unwrap();
+    e.wait_all().unwrap();
+    let later = e.take_trace().unwrap();
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0].name, "later");
+    assert!(later[0].start_ns >= first_end, "{first:?} {later:?}");
+}
+
+/// A timeout too large to add to the clock waits without a deadline (it
+/// must not wrap into the past and time out at once).
+#[test]
+fn a_huge_timeout_means_no_deadline() {
+    let e = engine(1);
+    let v = e.new_var().unwrap();
+    let slow = || {
+        job(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(())
+        })
+    };
+    e.push(slow().writes(std::slice::from_ref(&v))).unwrap();
+    e.wait_for_var_timeout(&v, Duration::MAX).unwrap();
+    e.push(slow()).unwrap();
+    e.wait_all_timeout(Duration::MAX).unwrap();
+    // A quiesce waits for running ops only: start one first.
+    let started = Arc::new(AtomicU32::new(0));
+    let s = started.clone();
+    e.push(job(move || {
+        s.store(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(())
+    }))
+    .unwrap();
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    let guard = e.quiesce(Duration::MAX).unwrap();
+    assert_eq!(e.pending().unwrap(), 0);
+    drop(guard);
+    e.push(slow()).unwrap();
+    let report = e.shutdown(Duration::MAX).unwrap();
+    assert!(report.cancelled.is_empty(), "{report:?}");
+}
+
+fn info(name: &str, id: u64) -> OpInfo {
+    OpInfo {
+        id,
+        name: name.into(),
+        lane: Lane::Host,
+        priority: Priority::Low,
+    }
+}
+
+/// Errors say which op raised them and what happened, in both forms.
+#[test]
+fn errors_name_their_op_and_what_happened() {
+    let cases = [
+        (OpErrorKind::Failed("disk full".into()), "failed: disk full"),
+        (OpErrorKind::Panicked("boom".into()), "panicked: boom"),
+        (OpErrorKind::LostInFork, "pending at fork"),
+        (OpErrorKind::Cancelled, "cancelled by shutdown"),
+        (OpErrorKind::TokenDropped, "token dropped"),
+    ];
+    for (kind, what) in cases {
+        let err = OpError::new(info("load", 42), kind.clone());
+        assert_eq!(err.op(), &info("load", 42));
+        assert_eq!(err.kind(), &kind);
+        let shown = err.to_string();
+        assert!(shown.starts_with("op 'load' (#42) "), "{shown}");
+        assert!(shown.contains(what), "{shown}");
+        let debug = format!("{err:?}");
+        assert!(
+            debug.contains("load #42") && debug.contains(&format!("{kind:?}")),
+            "{debug}"
+        );
+    }
+    let failed = OpError::new(info("a", 1), OpErrorKind::Failed("x".into()));
+    let texts = [
+        (Error::ForeignVar, "another engine".to_string()),
+        (Error::DeletedVar, "deleted".into()),
+        (Error::DuplicateVar, "more than once".into()),
+        (Error::ShutDown, "shut down".into()),
+        (Error::Full, "bound".into()),
+        (Error::ForkInProgress, "fork".into()),
+        (Error::WaitOnSelf, "calling op".into()),
+        (
+            Error::Timeout {
+                pending: vec![info("a", 1), info("b", 2)],
+            },
+            "2 ops pending".into(),
+        ),
+        (Error::Interrupted, "interrupted".into()),
+        (Error::ZeroTimeout, "positive".into()),
+        (Error::Poisoned(failed.clone()), format!("poisoned: {failed}")),
+        (
+            Error::OpsFailed(vec![failed.clone(), failed.clone()]),
+            format!("2 op(s) failed; {failed}; {failed}"),
+        ),
+        (Error::AlreadyCompleted, "already completed".into()),
+        (Error::StaleEpoch, "earlier fork epoch".into()),
+        (Error::InvalidConfig("workers"), "config: workers".into()),
+        (Error::Spawn("EAGAIN".into()), "thread: EAGAIN".into()),
+    ];
+    for (err, what) in texts {
+        let shown = err.to_string();
+        assert!(shown.contains(&what), "{shown:?} lacks {what:?}");
+    }
+}
+
+/// An engine's debug form names it and its state.
+#[test]
+fn an_engine_debug_form_shows_its_id_and_state() {
+    let e = engine(1);
+    let shown = format!("{e:?}");
+    assert!(
+        shown.starts_with("Engine") && shown.contains(&format!("id: {}", e.id())),
+        "{shown}"
+    );
+    assert!(shown.contains("Running"), "{shown}");
+}
