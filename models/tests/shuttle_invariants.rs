@@ -370,3 +370,79 @@ fn i7_errors_random() {
 fn i7_errors_pct() {
     model("i7_errors_pct", Sched::Pct, DEFAULT_ITERS, i7_errors);
 }
+
+/// Deadlines (I2's waits, I3's bounded quiesce): an op runs until released;
+/// `wait_for_var_timeout`, `wait_all_timeout` and `quiesce` on it must each
+/// return `Timeout` naming it once the clock passes their deadline (a
+/// ticker thread keeps advancing it), and the op then completes normally.
+/// A deadline that never fires (the waiter not registered for the tick, or
+/// a tick that wakes no one) leaves the waiter parked while the ticker and
+/// the op spin: shuttle's step bound fails the run.
+fn deadlines() {
+    use shuttle::sync::atomic::{AtomicBool, Ordering};
+    let w = Arc::new(World::new(config(1, 1, None), 1));
+    let release = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let op = Op {
+        step: Step {
+            label: 1,
+            reads: vec![],
+            writes: vec![0],
+            fail: false,
+        },
+        mode: Mode::Sync,
+        lane: if chance(50) { Lane::Host } else { Lane::Compute },
+        run_on_error: false,
+        clear: false,
+    };
+    let mut job = w.job(&op);
+    let (r, s) = (release.clone(), started.clone());
+    job.call = Some(Arc::new(move || {
+        s.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            shuttle::thread::yield_now();
+        }
+    }));
+    let id = w.push_job(&op, job).unwrap();
+    let ticker = {
+        let (w, done) = (w.clone(), done.clone());
+        shuttle::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                w.engine.advance_clock();
+                shuttle::thread::yield_now();
+            }
+        })
+    };
+    let named = |r: forksafe_core::Result<()>| match r {
+        Err(Error::Timeout { pending }) => pending.iter().any(|i| i.id == id),
+        _ => false,
+    };
+    assert!(named(w.engine.wait_for_var_timeout(&w.vars[0], LONG)));
+    assert!(named(w.engine.wait_all_timeout(LONG)));
+    // Once the op has started, a quiesce waits for it and times out.
+    while !started.load(Ordering::SeqCst) {
+        shuttle::thread::yield_now();
+    }
+    match w.engine.quiesce(LONG) {
+        Err(Error::Timeout { pending }) => assert!(pending.iter().any(|i| i.id == id)),
+        other => panic!("quiesce past its deadline: {:?}", other.map(|_| ())),
+    }
+    assert_eq!(w.engine.state(), State::Running);
+    release.store(true, Ordering::SeqCst);
+    w.engine.wait_for_var(&w.vars[0]).unwrap();
+    done.store(true, Ordering::SeqCst);
+    ticker.join().unwrap();
+    w.engine.wait_all().unwrap();
+    w.engine.shutdown(LONG).unwrap();
+}
+
+#[test]
+fn deadlines_random() {
+    model("deadlines_random", Sched::Random, DEFAULT_ITERS, deadlines);
+}
+
+#[test]
+fn deadlines_pct() {
+    model("deadlines_pct", Sched::Pct, DEFAULT_ITERS, deadlines);
+}
