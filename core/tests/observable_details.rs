@@ -258,3 +258,21 @@ fn an_engine_debug_form_shows_its_id_and_state() {
     );
     assert!(shown.contains("Running"), "{shown}");
 }
+
+/// Every thread of the process may use an engine, however many threads
+/// came before it: threads are spread over the fork gate's shards by their
+/// process-wide number, which keeps growing.
+#[test]
+fn a_process_that_started_hundreds_of_threads_can_still_use_an_engine() {
+    let e = Arc::new(engine(1));
+    for _ in 0..300 {
+        let e = e.clone();
+        std::thread::spawn(move || {
+            e.push(job(|| Ok(()))).unwrap();
+            e.pending().unwrap()
+        })
+        .join()
+        .unwrap();
+    }
+    e.wait_all().unwrap();
+}
