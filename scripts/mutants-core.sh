@@ -85,7 +85,7 @@ if [[ " $passes " == *" shuttle "* ]]; then
         # 10 times faster than unoptimised.
         export CARGO_PROFILE_TEST_OPT_LEVEL="${MUTANTS_SHUTTLE_OPT_LEVEL:-1}" CARGO_PROFILE_TEST_DEBUG=0
         RUSTFLAGS="--cfg shuttle" FORKSAFE_SHUTTLE_ITERS="$iters" \
-            cargo test -p forksafe-models --target-dir target/shuttle \
+            cargo test -p forksafe-models --target-dir target/mutants-shuttle \
             --test shuttle_invariants --test shuttle_host --test shuttle_fork --test shuttle_controls
         RUSTFLAGS="--cfg shuttle" FORKSAFE_SHUTTLE_ITERS="$iters" \
             run_mutants cargo mutants --iterate -j "$jobs" -o "$out/shuttle" \
