@@ -5,6 +5,7 @@ mod audit_gaps;
 mod drain_global;
 mod fork_steps;
 mod host_lock;
+mod inside_ops;
 mod observable_details;
 mod real_threads;
 mod smoke;

@@ -1,0 +1,156 @@
+//! Engine calls made from inside an op body, and waits a host interrupts:
+//! a quiesce or a wait inside an op must not wait for that op, a wait
+//! inside an op gets a spare worker so the op it waits for can run, and a
+//! blocked wait wakes to poll the host for Ctrl-C. Found by the full
+//! mutation run (FORK-SAFETY.md, "Mutation testing").
+
+use forksafe_core::sync::Arc as SArc;
+use forksafe_core::{
+    CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Payload,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
+struct Job(Body);
+
+impl Payload for Job {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        (self.0)(token)
+    }
+}
+
+fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
+    OpSpec::new(Job(Box::new(move |_| f())))
+}
+
+fn one_worker(bridge: Box<dyn HostBridge>) -> Arc<Engine<Job>> {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let config = Config {
+        compute_workers: 1,
+        ..Config::default()
+    };
+    Arc::new(Engine::with_bridge(domain, config, bridge).unwrap())
+}
+
+/// Long enough never to pass on a working engine; a broken one fails the
+/// test instead of hanging it.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// A quiesce from inside an op waits for every other running op, not for
+/// the op it is called from (I3).
+#[test]
+fn a_quiesce_inside_an_op_does_not_wait_for_that_op() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let (tx, rx) = mpsc::channel();
+    let inner = e.clone();
+    e.push(job(move || {
+        let r = inner.quiesce(BOUND).map(drop);
+        tx.send(r).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    assert_eq!(rx.recv().unwrap(), Ok(()));
+    e.wait_all().unwrap();
+}
+
+/// A wait inside the lane's only worker starts a spare worker, so the op
+/// it waits for can run once it becomes ready.
+#[test]
+fn a_wait_inside_an_op_gets_a_spare_worker() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
+    // X writes u and hands its token to the test, so u stays busy.
+    let (token_tx, token_rx) = mpsc::channel();
+    e.push(
+        OpSpec::new(Job(Box::new(move |t| {
+            token_tx.send(t.expect("async op has a token")).unwrap();
+            Ok(())
+        })))
+        .writes(std::slice::from_ref(&u))
+        .asynchronous(),
+    )
+    .unwrap();
+    // B reads u and writes v: ready only once X completes.
+    e.push(
+        job(|| Ok(()))
+            .reads(std::slice::from_ref(&u))
+            .writes(std::slice::from_ref(&v)),
+    )
+    .unwrap();
+    // A waits for v (B was pushed before it) on the only worker.
+    let (tx, rx) = mpsc::channel();
+    let (inner, v2) = (e.clone(), v.clone());
+    e.push(job(move || {
+        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    // A was queued before B can become ready, so A takes the worker first
+    // and blocks; B then needs a second worker.
+    let token = token_rx.recv().unwrap();
+    token.complete(Ok(())).unwrap();
+    assert_eq!(rx.recv().unwrap(), Ok(()));
+    e.wait_all().unwrap();
+}
+
+/// A bridge whose host asks for an interrupt a little after the first
+/// poll, and polls every 2 ms.
+struct LateInterrupt {
+    first_poll: Mutex<Option<Instant>>,
+}
+
+impl HostBridge for LateInterrupt {
+    fn with_host_lock(&self, f: &mut dyn FnMut()) {
+        f()
+    }
+    fn without_host_lock(&self, f: &mut dyn FnMut()) {
+        f()
+    }
+    fn holds_host_lock(&self) -> bool {
+        false
+    }
+    fn interrupt_requested(&self) -> bool {
+        let mut first = self.first_poll.lock().unwrap();
+        let first = *first.get_or_insert_with(Instant::now);
+        first.elapsed() >= Duration::from_millis(30)
+    }
+    fn interrupt_poll(&self) -> Option<Duration> {
+        Some(Duration::from_millis(2))
+    }
+}
+
+/// A wait blocked on an op that runs until after the wait returns wakes
+/// on its own to poll the host, and stops with `Interrupted`.
+#[test]
+fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
+    let bridge = SArc::new(LateInterrupt {
+        first_poll: Mutex::new(None),
+    });
+    let e = one_worker(Box::new(bridge));
+    let v = e.new_var().unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    e.push(
+        job(move || {
+            let until = Instant::now() + BOUND;
+            while !r.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+        .writes(std::slice::from_ref(&v)),
+    )
+    .unwrap();
+    assert_eq!(e.wait_for_var(&v), Err(Error::Interrupted));
+    assert_eq!(e.wait_all(), Err(Error::Interrupted));
+    release.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    loop {
+        match e.wait_all_timeout(BOUND) {
+            Err(Error::Interrupted) if started.elapsed() < BOUND => continue,
+            other => break assert_eq!(other, Ok(())),
+        }
+    }
+}
