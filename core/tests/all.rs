@@ -8,4 +8,5 @@ mod host_lock;
 mod inside_ops;
 mod observable_details;
 mod real_threads;
+mod scheduling;
 mod smoke;

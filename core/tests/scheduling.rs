@@ -1,0 +1,112 @@
+//! Dispatch order across priority bands with the starvation bound, and
+//! what a shutdown reports about queued and running ops (I8). Found by the
+//! full mutation run (FORK-SAFETY.md, "Mutation testing").
+
+use forksafe_core::{
+    CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload, Priority, STARVATION_LIMIT,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
+struct Job(Body);
+
+impl Payload for Job {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        (self.0)(token)
+    }
+}
+
+fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
+    OpSpec::new(Job(Box::new(move |_| f())))
+}
+
+fn one_worker() -> Engine<Job> {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let config = Config {
+        compute_workers: 1,
+        ..Config::default()
+    };
+    Engine::new(domain, config).unwrap()
+}
+
+/// Pushes an op that holds the only worker until `go` is set (bounded, so
+/// a broken engine fails instead of hanging).
+fn push_blocker(e: &Engine<Job>, go: &Arc<AtomicBool>) -> u64 {
+    let go = go.clone();
+    e.push(job(move || {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !go.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }))
+    .unwrap()
+}
+
+/// Higher bands first, FIFO within a band, and a waiting low op is
+/// dispatched after `STARVATION_LIMIT` dispatches from above.
+#[test]
+fn priority_bands_dispatch_in_order_with_the_starvation_bound() {
+    let e = one_worker();
+    let go = Arc::new(AtomicBool::new(false));
+    push_blocker(&e, &go);
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let push = |label: String, priority: Priority| {
+        let order = order.clone();
+        e.push(
+            job(move || {
+                order.lock().unwrap().push(label);
+                Ok(())
+            })
+            .priority(priority),
+        )
+        .unwrap();
+    };
+    let highs = STARVATION_LIMIT as usize + 2;
+    push("L1".into(), Priority::Low);
+    push("N1".into(), Priority::Normal);
+    push("N2".into(), Priority::Normal);
+    for i in 1..=highs {
+        push(format!("H{i}"), Priority::High);
+    }
+    go.store(true, Ordering::SeqCst);
+    e.wait_all().unwrap();
+    let mut expected: Vec<String> = (1..=STARVATION_LIMIT as usize)
+        .map(|i| format!("H{i}"))
+        .collect();
+    // The streak bound lets the lowest waiting band (Low) through once.
+    expected.push("L1".into());
+    expected.extend((STARVATION_LIMIT as usize + 1..=highs).map(|i| format!("H{i}")));
+    expected.extend(["N1".into(), "N2".into()]);
+    assert_eq!(*order.lock().unwrap(), expected);
+}
+
+/// A shutdown whose deadline passes while an op runs cancels the queued
+/// ops without running them and reports the running one as still running.
+#[test]
+fn shutdown_cancels_queued_ops_and_reports_the_running_one() {
+    let e = one_worker();
+    let go = Arc::new(AtomicBool::new(false));
+    let running = push_blocker(&e, &go);
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let queued = e
+        .push(job(move || {
+            r.store(true, Ordering::SeqCst);
+            Ok(())
+        }))
+        .unwrap();
+    let report = e.shutdown(Duration::from_millis(50)).unwrap();
+    let ids = |infos: &[forksafe_core::OpInfo]| infos.iter().map(|i| i.id).collect::<Vec<_>>();
+    assert_eq!(ids(&report.cancelled), vec![queued], "{report:?}");
+    assert_eq!(ids(&report.still_running), vec![running], "{report:?}");
+    go.store(true, Ordering::SeqCst);
+    // A second shutdown reports nothing more; the queued op never runs.
+    assert_eq!(
+        e.shutdown(Duration::from_secs(10)).unwrap(),
+        Default::default()
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+}
