@@ -10,3 +10,4 @@ mod observable_details;
 mod real_threads;
 mod scheduling;
 mod smoke;
+mod worker_exits;
