@@ -276,3 +276,18 @@ fn a_process_that_started_hundreds_of_threads_can_still_use_an_engine() {
     }
     e.wait_all().unwrap();
 }
+
+/// Ops queued under a quiesce before any worker started get as many
+/// workers as the lane has when the quiesce is released.
+#[test]
+fn a_resume_starts_enough_workers_for_the_ops_queued_meanwhile() {
+    let e = engine(2);
+    let guard = e.quiesce(Duration::from_secs(10)).unwrap();
+    let ran: Ran = Arc::default();
+    let arrived = Arc::new(AtomicU32::new(0));
+    push_rendezvous(&e, &ran, &arrived, 2);
+    push_rendezvous(&e, &ran, &arrived, 2);
+    drop(guard);
+    e.wait_all().unwrap();
+    assert_eq!(ran.lock().unwrap().len(), 2);
+}

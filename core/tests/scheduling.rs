@@ -3,7 +3,7 @@
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
 use forksafe_core::{
-    CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload, Priority, STARVATION_LIMIT,
+    CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload, Priority, Var, STARVATION_LIMIT,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,15 +34,23 @@ fn one_worker() -> Engine<Job> {
 /// Pushes an op that holds the only worker until `go` is set (bounded, so
 /// a broken engine fails instead of hanging).
 fn push_blocker(e: &Engine<Job>, go: &Arc<AtomicBool>) -> u64 {
+    e.push(blocker(go)).unwrap()
+}
+
+/// [`push_blocker`], writing `v`.
+fn push_blocker_on(e: &Engine<Job>, go: &Arc<AtomicBool>, v: &Var<Job>) -> u64 {
+    e.push(blocker(go).writes(std::slice::from_ref(v))).unwrap()
+}
+
+fn blocker(go: &Arc<AtomicBool>) -> OpSpec<Job> {
     let go = go.clone();
-    e.push(job(move || {
+    job(move || {
         let until = Instant::now() + Duration::from_secs(10);
         while !go.load(Ordering::SeqCst) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(())
-    }))
-    .unwrap()
+    })
 }
 
 /// Higher bands first, FIFO within a band, and a waiting low op is
@@ -50,20 +58,25 @@ fn push_blocker(e: &Engine<Job>, go: &Arc<AtomicBool>) -> u64 {
 #[test]
 fn priority_bands_dispatch_in_order_with_the_starvation_bound() {
     let e = one_worker();
+    let v = e.new_var().unwrap();
     let go = Arc::new(AtomicBool::new(false));
-    push_blocker(&e, &go);
+    push_blocker_on(&e, &go, &v);
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
-    let push = |label: String, priority: Priority| {
+    let op = |label: String, priority: Priority| {
         let order = order.clone();
-        e.push(
-            job(move || {
-                order.lock().unwrap().push(label);
-                Ok(())
-            })
-            .priority(priority),
-        )
-        .unwrap();
+        job(move || {
+            order.lock().unwrap().push(label);
+            Ok(())
+        })
+        .priority(priority)
     };
+    let push = |label: String, priority: Priority| {
+        e.push(op(label, priority)).unwrap();
+    };
+    // Ready only when the blocker completes: queued behind the others, even
+    // though the worker that completes the blocker could take it at once.
+    e.push(op("D".into(), Priority::Normal).reads(std::slice::from_ref(&v)))
+        .unwrap();
     let highs = STARVATION_LIMIT as usize + 2;
     push("L1".into(), Priority::Low);
     push("N1".into(), Priority::Normal);
@@ -79,7 +92,7 @@ fn priority_bands_dispatch_in_order_with_the_starvation_bound() {
     // The streak bound lets the lowest waiting band (Low) through once.
     expected.push("L1".into());
     expected.extend((STARVATION_LIMIT as usize + 1..=highs).map(|i| format!("H{i}")));
-    expected.extend(["N1".into(), "N2".into()]);
+    expected.extend(["N1".into(), "N2".into(), "D".into()]);
     assert_eq!(*order.lock().unwrap(), expected);
 }
 
