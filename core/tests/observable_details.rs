@@ -291,3 +291,19 @@ fn a_resume_starts_enough_workers_for_the_ops_queued_meanwhile() {
     e.wait_all().unwrap();
     assert_eq!(ran.lock().unwrap().len(), 2);
 }
+
+/// Vars have distinct ids within an engine, shown in their debug form with
+/// the engine's id.
+#[test]
+fn vars_have_distinct_ids_shown_in_their_debug_form() {
+    let e = engine(1);
+    let vars: Vec<_> = (0..3).map(|_| e.new_var().unwrap()).collect();
+    let ids: std::collections::HashSet<u64> = vars.iter().map(|v| v.id()).collect();
+    assert_eq!(ids.len(), 3);
+    for v in &vars {
+        assert_eq!(
+            format!("{v:?}"),
+            format!("Var(engine {}, #{})", e.id(), v.id())
+        );
+    }
+}
