@@ -307,3 +307,43 @@ fn vars_have_distinct_ids_shown_in_their_debug_form() {
         );
     }
 }
+
+/// `wait_for_var` waits for the writes pushed before the call, not for a
+/// write pushed while it waits (which here could only run after the wait
+/// returned).
+#[test]
+fn a_wait_for_var_does_not_wait_for_writes_pushed_after_it_began() {
+    let e = Arc::new(engine(1));
+    let v = e.new_var().unwrap();
+    let first_go = Arc::new(AtomicU32::new(0));
+    let wait_returned = Arc::new(AtomicU32::new(0));
+    let gate = |flag: &Arc<AtomicU32>| {
+        let flag = flag.clone();
+        job(move || {
+            let until = Instant::now() + Duration::from_secs(10);
+            while flag.load(Ordering::SeqCst) == 0 {
+                if Instant::now() > until {
+                    return Err("never released".into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+        .writes(std::slice::from_ref(&v))
+    };
+    e.push(gate(&first_go)).unwrap();
+    let (e2, v2, returned) = (e.clone(), v.clone(), wait_returned.clone());
+    let waiter = std::thread::spawn(move || {
+        let r = e2.wait_for_var(&v2);
+        returned.store(1, Ordering::SeqCst);
+        r
+    });
+    // Let the waiter start waiting (not an assertion on time: however long
+    // this sleeps, a correct wait returns once the first write completes).
+    std::thread::sleep(Duration::from_millis(30));
+    e.push(gate(&wait_returned)).unwrap();
+    first_go.store(1, Ordering::SeqCst);
+    assert_eq!(waiter.join().unwrap(), Ok(()));
+    e.wait_all().unwrap();
+    assert_eq!(e.var_version(&v).unwrap(), 2);
+}
