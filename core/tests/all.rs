@@ -10,4 +10,5 @@ mod observable_details;
 mod real_threads;
 mod scheduling;
 mod smoke;
+mod support;
 mod worker_exits;

@@ -3,20 +3,12 @@
 //! token reports about itself, a `OnceFlag` raced by two threads of one
 //! process, and the `Debug` forms that say whether a slot is filled.
 
+use crate::support::Job;
 use forksafe_core::global::{LazySlot, OnceFlag};
-use forksafe_core::{CompletionToken, Engine, Error, ForkDomain, OpErrorKind, OpSpec, Payload};
+use forksafe_core::{CompletionToken, Engine, Error, ForkDomain, OpErrorKind, OpSpec};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
 
 /// A token knows its op and whether it has completed.
 #[test]

@@ -11,25 +11,11 @@
 //! and the child's settling survived them (FORK-SAFETY.md, "Mutation
 //! testing").
 
-use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec, Payload, State,
-};
+use crate::support::{domain, job, Job};
+use forksafe_core::{CompletionToken, Config, Engine, Error, OpErrorKind, OpSpec, State};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
-
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Job {
-    Job(Box::new(move |_| f()))
-}
 
 type Slot = Arc<Mutex<Option<CompletionToken<Job>>>>;
 
@@ -49,10 +35,6 @@ fn take_token(slot: &Slot) -> CompletionToken<Job> {
         }
         std::thread::yield_now();
     }
-}
-
-fn domain() -> &'static ForkDomain {
-    Box::leak(Box::new(ForkDomain::new()))
 }
 
 fn one_worker() -> Config {

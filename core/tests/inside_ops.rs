@@ -4,26 +4,12 @@
 //! blocked wait wakes to poll the host for Ctrl-C. Found by the full
 //! mutation run (FORK-SAFETY.md, "Mutation testing").
 
+use crate::support::{spec as job, Job};
 use forksafe_core::sync::Arc as SArc;
-use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Payload,
-};
+use forksafe_core::{Config, Engine, Error, ForkDomain, HostBridge, OpSpec};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
-
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
-    OpSpec::new(Job(Box::new(move |_| f())))
-}
 
 fn one_worker(bridge: Box<dyn HostBridge>) -> Arc<Engine<Job>> {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));

@@ -4,40 +4,13 @@
 //! timeline records about threads and time, the text of errors, and that a
 //! timeout too large for the clock means "no deadline", not "already past".
 
-use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpError, OpErrorKind, OpInfo, OpSpec,
-    Payload, Priority,
-};
+use crate::support::{engine_with as engine, spec as job, Job};
+use forksafe_core::{Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
-
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
-    OpSpec::new(Job(Box::new(move |_| f())))
-}
-
-fn engine(compute_workers: usize) -> Engine<Job> {
-    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    Engine::new(
-        domain,
-        Config {
-            compute_workers,
-            ..Config::default()
-        },
-    )
-    .unwrap()
-}
 
 /// Which OS thread ran each op, by op id.
 type Ran = Arc<Mutex<HashMap<u64, ThreadId>>>;
@@ -50,26 +23,28 @@ fn push_rendezvous(e: &Engine<Job>, ran: &Ran, arrived: &Arc<AtomicU32>, peers: 
     let slot: Arc<Mutex<Option<u64>>> = Arc::default();
     let my_id = slot.clone();
     let id = e
-        .push(job(move || {
-            arrived.fetch_add(1, Ordering::SeqCst);
-            let until = Instant::now() + Duration::from_secs(20);
-            while arrived.load(Ordering::SeqCst) < peers {
-                if Instant::now() > until {
-                    return Err("a peer op never started".into());
+        .push(
+            job(move || {
+                arrived.fetch_add(1, Ordering::SeqCst);
+                let until = Instant::now() + Duration::from_secs(20);
+                while arrived.load(Ordering::SeqCst) < peers {
+                    if Instant::now() > until {
+                        return Err("a peer op never started".into());
+                    }
+                    std::thread::yield_now();
                 }
-                std::thread::yield_now();
-            }
-            std::thread::sleep(Duration::from_millis(2));
-            let id = loop {
-                if let Some(id) = *my_id.lock().unwrap() {
-                    break id;
-                }
-                std::thread::yield_now();
-            };
-            ran.lock().unwrap().insert(id, std::thread::current().id());
-            Ok(())
-        })
-        .name("meet"))
+                std::thread::sleep(Duration::from_millis(2));
+                let id = loop {
+                    if let Some(id) = *my_id.lock().unwrap() {
+                        break id;
+                    }
+                    std::thread::yield_now();
+                };
+                ran.lock().unwrap().insert(id, std::thread::current().id());
+                Ok(())
+            })
+            .name("meet"),
+        )
         .unwrap();
     *slot.lock().unwrap() = Some(id);
     id
@@ -129,7 +104,11 @@ fn the_trace_keeps_its_origin_across_a_pause_and_records_nothing_while_off() {
     e.wait_all().unwrap();
     let first = e.take_trace().unwrap();
     assert_eq!(first.len(), 3);
-    let first_end = first.iter().map(|ev| ev.start_ns + ev.dur_ns).max().unwrap();
+    let first_end = first
+        .iter()
+        .map(|ev| ev.start_ns + ev.dur_ns)
+        .max()
+        .unwrap();
     assert!(first_end >= 6_000_000, "{first:?}");
 
     e.set_tracing(false).unwrap();
@@ -231,7 +210,10 @@ fn errors_name_their_op_and_what_happened() {
         ),
         (Error::Interrupted, "interrupted".into()),
         (Error::ZeroTimeout, "positive".into()),
-        (Error::Poisoned(failed.clone()), format!("poisoned: {failed}")),
+        (
+            Error::Poisoned(failed.clone()),
+            format!("poisoned: {failed}"),
+        ),
         (
             Error::OpsFailed(vec![failed.clone(), failed.clone()]),
             format!("2 op(s) failed; {failed}; {failed}"),

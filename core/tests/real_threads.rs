@@ -3,9 +3,8 @@
 //! same program serially in push order (I1), and every op runs exactly once
 //! (I2).
 
-use forksafe_core::{
-    CompletionToken, Config, Engine, ForkDomain, Lane, OpSpec, Payload, Priority, Var,
-};
+use crate::support::Job;
+use forksafe_core::{Config, Engine, ForkDomain, Lane, OpSpec, Priority, Var};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -79,15 +78,6 @@ fn serial(steps: &[Step]) -> Vec<u64> {
         }
     }
     mem
-}
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
 }
 
 struct World {

@@ -2,33 +2,14 @@
 //! what a shutdown reports about queued and running ops (I8). Found by the
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use forksafe_core::{
-    CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload, Priority, Var, STARVATION_LIMIT,
-};
+use crate::support::{engine_with, spec as job, Job};
+use forksafe_core::{Engine, OpSpec, Priority, Var, STARVATION_LIMIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
-
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
-    OpSpec::new(Job(Box::new(move |_| f())))
-}
-
 fn one_worker() -> Engine<Job> {
-    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let config = Config {
-        compute_workers: 1,
-        ..Config::default()
-    };
-    Engine::new(domain, config).unwrap()
+    engine_with(1)
 }
 
 /// Pushes an op that holds the only worker until `go` is set (bounded, so

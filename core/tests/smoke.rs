@@ -1,24 +1,10 @@
 //! Basic behaviour on real threads.
 
-use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec, Payload,
-};
+use crate::support::{job, Job};
+use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
-    }
-}
-
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> Job {
-    Job(Box::new(move |_| f()))
-}
 
 fn engine() -> Engine<Job> {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));

@@ -1,91 +1,124 @@
 //! When a shutdown returns, the engine's idle workers are gone, not just
-//! leaving (a raw fork that catches a thread half-way out can leave the
-//! child unable to start threads; FORK-SAFETY.md, L8). Seen through the
-//! thread names in /proc. Found by the full mutation run.
+//! leaving: a raw fork that catches a thread half-way out can leave the
+//! child unable to start threads (FORK-SAFETY.md, L8). Seen through a
+//! thread-local guard each op body leaves in its worker: its destructor
+//! runs in the worker's last user-space steps, so a worker that was joined
+//! has run it. Found by the full mutation run.
 
-#![cfg(target_os = "linux")]
-
-use forksafe_core::{CompletionToken, Config, Engine, ForkDomain, Lane, OpSpec, Payload};
+use crate::support::{spec as job, Job};
+use forksafe_core::{Config, Engine, Lane};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
-struct Job(Body);
+/// Threads that ran a body, and how many of them have exited.
+#[derive(Default)]
+struct Exits {
+    started: AtomicUsize,
+    exited: AtomicUsize,
+}
 
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
+struct ExitGuard(Arc<Exits>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.exited.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-fn job(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> OpSpec<Job> {
-    OpSpec::new(Job(Box::new(move |_| f())))
+thread_local! {
+    static GUARD: RefCell<Option<ExitGuard>> = const { RefCell::new(None) };
 }
 
-/// Threads of this process whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
+/// Called in a body: counts its thread once, and its exit.
+fn mark_thread(exits: &Arc<Exits>) {
+    GUARD.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.is_none() {
+            exits.started.fetch_add(1, Ordering::SeqCst);
+            *g = Some(ExitGuard(exits.clone()));
+        }
+    });
 }
 
-fn engine(thread_name: &str) -> Arc<Engine<Job>> {
-    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+fn engine() -> Arc<Engine<Job>> {
     let config = Config {
         compute_workers: 2,
         host_workers: 1,
-        thread_name: thread_name.into(),
         ..Config::default()
     };
-    Arc::new(Engine::new(domain, config).unwrap())
+    Arc::new(Engine::new(crate::support::domain(), config).unwrap())
 }
 
 /// Every worker (both lanes) has exited when shutdown returns.
 #[test]
 fn shutdown_returns_after_its_idle_workers_are_gone() {
-    let e = engine("xq1");
+    let e = engine();
+    let exits = Arc::new(Exits::default());
     for lane in [Lane::Compute, Lane::Compute, Lane::Host] {
-        e.push(job(|| Ok(())).lane(lane)).unwrap();
+        let x = exits.clone();
+        e.push(
+            job(move || {
+                mark_thread(&x);
+                Ok(())
+            })
+            .lane(lane),
+        )
+        .unwrap();
     }
     e.wait_all().unwrap();
-    assert!(threads_named("xq1-") >= 2, "the workers started");
+    let started = exits.started.load(Ordering::SeqCst);
+    assert!(started >= 2, "a compute and the host worker ran bodies");
     e.shutdown(Duration::from_secs(10)).unwrap();
-    assert_eq!(threads_named("xq1-"), 0);
+    assert_eq!(exits.exited.load(Ordering::SeqCst), started);
 }
 
 /// A shutdown from inside an op does not wait for its own thread, and the
 /// other workers are gone when it returns.
 #[test]
 fn shutdown_from_inside_an_op_joins_the_other_workers_only() {
-    let e = engine("xq2");
-    // Start both compute workers and the host worker.
+    let e = engine();
+    let exits = Arc::new(Exits::default());
+    // Both compute workers and the host worker run a body.
     let (tx, rx) = mpsc::channel::<()>();
     let (meet_tx, meet_rx) = mpsc::channel::<()>();
+    let x = exits.clone();
     e.push(job(move || {
+        mark_thread(&x);
         meet_tx.send(()).unwrap();
-        rx.recv_timeout(Duration::from_secs(10)).map_err(|e| e.to_string())
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|e| e.to_string())
     }))
     .unwrap();
     meet_rx.recv().unwrap();
+    let x = exits.clone();
     e.push(job(move || {
+        mark_thread(&x);
         tx.send(()).unwrap();
         Ok(())
     }))
     .unwrap();
-    e.push(job(|| Ok(())).lane(Lane::Host)).unwrap();
+    let x = exits.clone();
+    e.push(
+        job(move || {
+            mark_thread(&x);
+            Ok(())
+        })
+        .lane(Lane::Host),
+    )
+    .unwrap();
     e.wait_all().unwrap();
+    assert_eq!(exits.started.load(Ordering::SeqCst), 3);
     let (done_tx, done_rx) = mpsc::channel();
-    let inner = e.clone();
+    let (inner, x) = (e.clone(), exits.clone());
     e.push(job(move || {
         let r = inner.shutdown(Duration::from_secs(10)).map(drop);
-        done_tx
-            .send((r, threads_named("xq2-")))
-            .map_err(|e| e.to_string())
+        let exited = x.exited.load(Ordering::SeqCst);
+        done_tx.send((r, exited)).map_err(|e| e.to_string())
     }))
     .unwrap();
-    let (result, left) = done_rx.recv().unwrap();
+    let (result, exited) = done_rx.recv().unwrap();
     assert_eq!(result, Ok(()));
-    assert_eq!(left, 1, "only the worker running the shutdown is left");
+    assert_eq!(exited, 2, "every worker but the caller's has exited");
 }
