@@ -59,17 +59,23 @@ fn a_wait_inside_an_op_gets_a_spare_worker() {
     )
     .unwrap();
     // B reads u and writes v: ready only once X completes.
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let b = b_ran.clone();
     e.push(
-        job(|| Ok(()))
-            .reads(std::slice::from_ref(&u))
-            .writes(std::slice::from_ref(&v)),
+        job(move || {
+            b.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .reads(std::slice::from_ref(&u))
+        .writes(std::slice::from_ref(&v)),
     )
     .unwrap();
     // A waits for v (B was pushed before it) on the only worker.
     let (tx, rx) = mpsc::channel();
     let (inner, v2) = (e.clone(), v.clone());
     e.push(job(move || {
-        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
+        let r = inner.wait_for_var_timeout(&v2, BOUND);
+        tx.send(r.map(|()| b_ran.load(Ordering::SeqCst))).unwrap();
         Ok(())
     }))
     .unwrap();
@@ -77,7 +83,11 @@ fn a_wait_inside_an_op_gets_a_spare_worker() {
     // and blocks; B then needs a second worker.
     let token = token_rx.recv().unwrap();
     token.complete(Ok(())).unwrap();
-    assert_eq!(rx.recv().unwrap(), Ok(()));
+    assert_eq!(
+        rx.recv().unwrap(),
+        Ok(true),
+        "A's wait returned after B ran"
+    );
     e.wait_all().unwrap();
 }
 

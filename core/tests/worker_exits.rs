@@ -23,6 +23,9 @@ struct ExitGuard(Arc<Exits>);
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
+        // Linger in the exit path: a shutdown that only waited for the
+        // workers' leaving flags (set before this runs) would return first.
+        std::thread::sleep(Duration::from_millis(20));
         self.0.exited.fetch_add(1, Ordering::SeqCst);
     }
 }
