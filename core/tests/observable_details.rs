@@ -329,3 +329,25 @@ fn a_wait_for_var_does_not_wait_for_writes_pushed_after_it_began() {
     e.wait_all().unwrap();
     assert_eq!(e.var_version(&v).unwrap(), 2);
 }
+
+/// A domain drain gives each engine what is left of its one deadline, so
+/// an op that runs a few milliseconds is waited for, not reported.
+#[test]
+fn a_domain_drain_waits_for_a_short_running_op() {
+    let domain = crate::support::domain();
+    let e = Engine::<Job>::new(domain, forksafe_core::Config::default()).unwrap();
+    let started = Arc::new(AtomicU32::new(0));
+    let s = started.clone();
+    e.push(job(move || {
+        s.store(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        Ok(())
+    }))
+    .unwrap();
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    let held = domain.quiesce_all(Duration::from_secs(20)).unwrap();
+    assert!(held.drained(), "{held:?}");
+    assert_eq!(e.pending().unwrap(), 0);
+}
