@@ -351,3 +351,46 @@ fn a_domain_drain_waits_for_a_short_running_op() {
     assert!(held.drained(), "{held:?}");
     assert_eq!(e.pending().unwrap(), 0);
 }
+
+/// `wait_all` returns once the ops pushed before it completed, even when
+/// ops pushed after it began stay in every shard of the live index (and
+/// can only run after it returned).
+#[test]
+fn wait_all_is_woken_past_later_ops_in_the_live_index() {
+    let e = Arc::new(engine(1));
+    let go = Arc::new(AtomicU32::new(0));
+    let returned = Arc::new(AtomicU32::new(0));
+    // Once one later op gives up, the rest fail at once (a broken engine
+    // fails the test in seconds instead of hanging it).
+    let gave_up = Arc::new(AtomicU32::new(0));
+    let wait_for = |flag: &Arc<AtomicU32>, bound: Duration| {
+        let (flag, gave_up) = (flag.clone(), gave_up.clone());
+        job(move || {
+            let until = Instant::now() + bound;
+            while flag.load(Ordering::SeqCst) == 0 {
+                if Instant::now() > until || gave_up.load(Ordering::SeqCst) == 1 {
+                    gave_up.store(1, Ordering::SeqCst);
+                    return Err("never released".into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+    };
+    e.push(wait_for(&go, Duration::from_secs(10))).unwrap();
+    let (e2, r) = (e.clone(), returned.clone());
+    let waiter = std::thread::spawn(move || {
+        let result = e2.wait_all();
+        r.store(1, Ordering::SeqCst);
+        result
+    });
+    // Let the waiter take its limit (not an assertion on time: however
+    // long this sleeps, the later ops are not waited for).
+    std::thread::sleep(Duration::from_millis(30));
+    for _ in 0..20 {
+        e.push(wait_for(&returned, Duration::from_secs(3))).unwrap();
+    }
+    go.store(1, Ordering::SeqCst);
+    assert_eq!(waiter.join().unwrap(), Ok(()));
+    assert_eq!(e.wait_all(), Ok(()), "a later op ran before wait_all returned");
+}
