@@ -394,3 +394,14 @@ fn wait_all_is_woken_past_later_ops_in_the_live_index() {
     assert_eq!(waiter.join().unwrap(), Ok(()));
     assert_eq!(e.wait_all(), Ok(()), "a later op ran before wait_all returned");
 }
+
+/// A quiesce guard's debug form names its engine and fork epoch.
+#[test]
+fn a_quiesce_guard_debug_form_names_its_engine_and_epoch() {
+    let e = engine(1);
+    let guard = e.quiesce(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        format!("{guard:?}"),
+        format!("QuiesceGuard(engine {}, epoch 0)", e.id())
+    );
+}
