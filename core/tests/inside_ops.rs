@@ -150,3 +150,53 @@ fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
         }
     }
 }
+
+/// An op blocked in a wait keeps its lane's stand-in worker across a
+/// quiesce: the op it waits for becomes ready while a quiesce (which times
+/// out on the blocked op) pauses the lanes, and still runs once the
+/// quiesce ends. Found while explaining a surviving mutant of
+/// `Shared::plan_workers_for_queued`: a resume planned workers as if every
+/// worker alive were free, so the only worker, blocked, got no stand-in.
+#[test]
+fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
+    let (token_tx, token_rx) = mpsc::channel();
+    e.push(
+        OpSpec::new(Job(Box::new(move |t| {
+            token_tx.send(t.expect("async op has a token")).unwrap();
+            Ok(())
+        })))
+        .writes(std::slice::from_ref(&u))
+        .asynchronous(),
+    )
+    .unwrap();
+    e.push(
+        job(|| Ok(()))
+            .reads(std::slice::from_ref(&u))
+            .writes(std::slice::from_ref(&v)),
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (inner, v2) = (e.clone(), v.clone());
+    e.push(job(move || {
+        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    let token = token_rx.recv().unwrap();
+    // Let A block in its wait, then start a quiesce and make B ready while
+    // it holds (not assertions on time: with a correct engine every
+    // interleaving ends the same way).
+    std::thread::sleep(Duration::from_millis(30));
+    let e2 = e.clone();
+    let quiesce = std::thread::spawn(move || e2.quiesce(Duration::from_millis(200)).map(drop));
+    std::thread::sleep(Duration::from_millis(30));
+    token.complete(Ok(())).unwrap();
+    assert!(matches!(
+        quiesce.join().unwrap(),
+        Err(Error::Timeout { .. }) | Ok(())
+    ));
+    assert_eq!(rx.recv().unwrap(), Ok(()));
+    e.wait_all().unwrap();
+}

@@ -392,7 +392,11 @@ fn wait_all_is_woken_past_later_ops_in_the_live_index() {
     }
     go.store(1, Ordering::SeqCst);
     assert_eq!(waiter.join().unwrap(), Ok(()));
-    assert_eq!(e.wait_all(), Ok(()), "a later op ran before wait_all returned");
+    assert_eq!(
+        e.wait_all(),
+        Ok(()),
+        "a later op ran before wait_all returned"
+    );
 }
 
 /// A quiesce guard's debug form names its engine and fork epoch.
@@ -404,4 +408,38 @@ fn a_quiesce_guard_debug_form_names_its_engine_and_epoch() {
         format!("{guard:?}"),
         format!("QuiesceGuard(engine {}, epoch 0)", e.id())
     );
+}
+
+/// A resume starts workers for the queued ops only up to the lane's size:
+/// with one compute worker, no two ops ever run at once.
+#[test]
+fn a_resume_never_runs_more_ops_at_once_than_the_lane_has_workers() {
+    let e = engine(1);
+    let guard = e.quiesce(Duration::from_secs(10)).unwrap();
+    let (now, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    for _ in 0..6 {
+        let (now, most) = (now.clone(), most.clone());
+        e.push(job(move || {
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(3));
+            now.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }))
+        .unwrap();
+    }
+    drop(guard);
+    e.wait_all().unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+}
+
+/// `Error::pending_ops` lists a timeout's ops, and nothing for others.
+#[test]
+fn pending_ops_lists_a_timeouts_ops_only() {
+    let pending = vec![info("a", 1), info("b", 2)];
+    let timeout = Error::Timeout {
+        pending: pending.clone(),
+    };
+    assert_eq!(timeout.pending_ops(), &pending[..]);
+    assert!(Error::ShutDown.pending_ops().is_empty());
 }

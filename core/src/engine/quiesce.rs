@@ -175,12 +175,18 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Plans workers for ops queued while no worker was free; inside a
-    /// section.
+    /// section. The workers wanted are those busy with a dispatched op (a
+    /// worker blocked in a wait inside its op included) plus one per queued
+    /// op, up to the lane's size plus its blocked workers: counting every
+    /// live worker as free left an op blocked in a wait without the
+    /// stand-in it needed when the op it waits for became ready during a
+    /// quiesce (`core/tests/inside_ops.rs`). Async ops whose bodies have
+    /// returned count as busy too, which can only start a worker early.
     pub(crate) fn plan_workers_for_queued(&self) -> super::worker::Spawns {
         let mut spawns = Vec::new();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
-            let want = ls.len().min(self.config.workers(lane) + ls.blocked);
+            let want = (ls.running + ls.len()).min(self.config.workers(lane) + ls.blocked);
             while ls.workers < want {
                 ls.workers += 1;
                 ls.spawned += 1;
