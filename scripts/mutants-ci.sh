@@ -19,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 FILES=(
     core/src/lifecycle.rs
     core/src/global.rs
-    core/src/ready.rs
+    core/src/trace.rs
     core/src/error.rs
 )
 

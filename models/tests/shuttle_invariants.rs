@@ -392,7 +392,11 @@ fn deadlines() {
             fail: false,
         },
         mode: Mode::Sync,
-        lane: if chance(50) { Lane::Host } else { Lane::Compute },
+        lane: if chance(50) {
+            Lane::Host
+        } else {
+            Lane::Compute
+        },
         run_on_error: false,
         clear: false,
     };
