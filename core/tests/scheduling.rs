@@ -3,7 +3,7 @@
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
 use crate::support::{engine_with, spec as job, Job};
-use forksafe_core::{Engine, OpSpec, Priority, Var, STARVATION_LIMIT};
+use forksafe_core::{Engine, Priority, Var, STARVATION_LIMIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,25 +13,33 @@ fn one_worker() -> Engine<Job> {
 }
 
 /// Pushes an op that holds the only worker until `go` is set (bounded, so
-/// a broken engine fails instead of hanging).
+/// a broken engine fails instead of hanging), and returns once it runs:
+/// ops pushed after it cannot overtake it.
 fn push_blocker(e: &Engine<Job>, go: &Arc<AtomicBool>) -> u64 {
-    e.push(blocker(go)).unwrap()
+    push_blocker_on(e, go, &[])
 }
 
-/// [`push_blocker`], writing `v`.
-fn push_blocker_on(e: &Engine<Job>, go: &Arc<AtomicBool>, v: &Var<Job>) -> u64 {
-    e.push(blocker(go).writes(std::slice::from_ref(v))).unwrap()
-}
-
-fn blocker(go: &Arc<AtomicBool>) -> OpSpec<Job> {
-    let go = go.clone();
-    job(move || {
-        let until = Instant::now() + Duration::from_secs(10);
-        while !go.load(Ordering::SeqCst) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Ok(())
-    })
+/// [`push_blocker`], writing `vars`.
+fn push_blocker_on(e: &Engine<Job>, go: &Arc<AtomicBool>, vars: &[Var<Job>]) -> u64 {
+    let (go, started) = (go.clone(), Arc::new(AtomicBool::new(false)));
+    let s = started.clone();
+    let id = e
+        .push(
+            job(move || {
+                s.store(true, Ordering::SeqCst);
+                let until = Instant::now() + Duration::from_secs(10);
+                while !go.load(Ordering::SeqCst) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(())
+            })
+            .writes(vars),
+        )
+        .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    id
 }
 
 /// Higher bands first, FIFO within a band, and a waiting low op is
@@ -41,7 +49,7 @@ fn priority_bands_dispatch_in_order_with_the_starvation_bound() {
     let e = one_worker();
     let v = e.new_var().unwrap();
     let go = Arc::new(AtomicBool::new(false));
-    push_blocker_on(&e, &go, &v);
+    push_blocker_on(&e, &go, std::slice::from_ref(&v));
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
     let op = |label: String, priority: Priority| {
         let order = order.clone();
