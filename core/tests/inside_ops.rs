@@ -7,7 +7,7 @@
 use crate::support::{spec as job, Job};
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{Config, Engine, Error, ForkDomain, HostBridge, OpSpec};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -199,4 +199,48 @@ fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
     ));
     assert_eq!(rx.recv().unwrap(), Ok(()));
     e.wait_all().unwrap();
+}
+
+/// Once a wait inside an op has ended, the lane is back to its size: the
+/// stand-in it got is surplus, and no two ops run at once on a lane of one.
+#[test]
+fn after_a_blocked_wait_the_lane_is_back_to_its_size() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let v = e.new_var().unwrap();
+    let (token_tx, token_rx) = mpsc::channel();
+    e.push(
+        OpSpec::new(Job(Box::new(move |t| {
+            token_tx.send(t.expect("async op has a token")).unwrap();
+            Ok(())
+        })))
+        .writes(std::slice::from_ref(&v))
+        .asynchronous(),
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (inner, v2) = (e.clone(), v.clone());
+    e.push(job(move || {
+        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    let token = token_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    token.complete(Ok(())).unwrap();
+    assert_eq!(rx.recv().unwrap(), Ok(()));
+    e.wait_all().unwrap();
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    for _ in 0..8 {
+        let (now, most) = (now.clone(), most.clone());
+        e.push(job(move || {
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            now.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }))
+        .unwrap();
+    }
+    e.wait_all().unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 1);
 }

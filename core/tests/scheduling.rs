@@ -112,3 +112,34 @@ fn shutdown_cancels_queued_ops_and_reports_the_running_one() {
     );
     assert!(!ran.load(Ordering::SeqCst));
 }
+
+/// A shutdown called outside any op returns only after a host op's body
+/// has left the host bridge, even past its deadline (I8: no host code runs
+/// once it returned).
+#[test]
+fn shutdown_waits_for_a_host_body_to_leave_the_bridge() {
+    let e = one_worker();
+    let (started, left) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (s, l) = (started.clone(), left.clone());
+    e.push(
+        job(move || {
+            s.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(50));
+            l.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .lane(forksafe_core::Lane::Host),
+    )
+    .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    e.shutdown(Duration::from_millis(1)).unwrap();
+    assert!(
+        left.load(Ordering::SeqCst),
+        "shutdown returned inside host code"
+    );
+}
