@@ -244,3 +244,42 @@ fn after_a_blocked_wait_the_lane_is_back_to_its_size() {
     e.wait_all().unwrap();
     assert_eq!(most.load(Ordering::SeqCst), 1);
 }
+
+/// More ops blocked in waits than the lane has workers: each gets a
+/// stand-in, and all finish once the ops they wait for can run.
+#[test]
+fn more_blocked_waits_than_workers_all_finish() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let mut tokens = Vec::new();
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        let v = e.new_var().unwrap();
+        let (token_tx, token_rx) = mpsc::channel();
+        e.push(
+            OpSpec::new(Job(Box::new(move |t| {
+                token_tx.send(t.expect("async op has a token")).unwrap();
+                Ok(())
+            })))
+            .writes(std::slice::from_ref(&v))
+            .asynchronous(),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let inner = e.clone();
+        e.push(job(move || {
+            tx.send(inner.wait_for_var_timeout(&v, BOUND)).unwrap();
+            Ok(())
+        }))
+        .unwrap();
+        tokens.push(token_rx.recv().unwrap());
+        results.push(rx);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for t in tokens {
+        t.complete(Ok(())).unwrap();
+    }
+    for rx in results {
+        assert_eq!(rx.recv().unwrap(), Ok(()));
+    }
+    e.wait_all().unwrap();
+}
