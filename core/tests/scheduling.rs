@@ -143,3 +143,31 @@ fn shutdown_waits_for_a_host_body_to_leave_the_bridge() {
         "shutdown returned inside host code"
     );
 }
+
+/// Once the host is finalising (interpreter shutdown), a host op never
+/// enters the bridge, even on a running engine (I8).
+#[test]
+fn no_host_op_runs_once_the_host_is_finalising() {
+    use forksafe_core::gil::GilBridge;
+    let gil = forksafe_core::sync::Arc::new(GilBridge::new());
+    let e = Engine::<Job>::with_bridge(
+        crate::support::domain(),
+        forksafe_core::Config::default(),
+        Box::new(gil.clone()),
+    )
+    .unwrap();
+    gil.set_finalizing(true);
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    e.push(
+        job(move || {
+            r.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .lane(forksafe_core::Lane::Host),
+    )
+    .unwrap();
+    let _ = e.wait_all();
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(gil.calls_after_finalize(), 0);
+}
