@@ -171,3 +171,84 @@ fn no_host_op_runs_once_the_host_is_finalising() {
     assert!(!ran.load(Ordering::SeqCst));
     assert_eq!(gil.calls_after_finalize(), 0);
 }
+
+/// Sets `flag` to whether the host lock was held when it was dropped.
+struct DropProbe {
+    gil: forksafe_core::sync::Arc<forksafe_core::gil::GilBridge>,
+    dropped: Arc<std::sync::Mutex<Option<bool>>>,
+}
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        *self.dropped.lock().unwrap() = Some(self.gil.lock().held_by_me());
+    }
+}
+
+/// A host op cancelled by shutdown has its payload dropped with the host
+/// lock held (it is host code, H1); once the host is finalising it is
+/// leaked instead (I8). Returns what the probe saw, if it was dropped.
+fn cancelled_host_payload(finalising: bool) -> Option<bool> {
+    use forksafe_core::gil::GilBridge;
+    use forksafe_core::{HostBridge, Lane};
+    let gil = forksafe_core::sync::Arc::new(GilBridge::new());
+    let e = Engine::<Job>::with_bridge(
+        crate::support::domain(),
+        forksafe_core::Config::default(),
+        Box::new(gil.clone()),
+    )
+    .unwrap();
+    let dropped: Arc<std::sync::Mutex<Option<bool>>> = Arc::default();
+    // Holds the only host worker, with the host lock released, until the
+    // queued op's payload is gone (or a bound passes).
+    let (started, d, g) = (
+        Arc::new(AtomicBool::new(false)),
+        dropped.clone(),
+        gil.clone(),
+    );
+    let s = started.clone();
+    e.push(
+        job(move || {
+            s.store(true, Ordering::SeqCst);
+            g.without_host_lock(&mut || {
+                let until = Instant::now() + Duration::from_millis(500);
+                while d.lock().unwrap().is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            Ok(())
+        })
+        .lane(Lane::Host),
+    )
+    .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let probe = DropProbe {
+        gil: gil.clone(),
+        dropped: dropped.clone(),
+    };
+    e.push(
+        job(move || {
+            drop(probe);
+            Ok(())
+        })
+        .lane(Lane::Host),
+    )
+    .unwrap();
+    gil.set_finalizing(finalising);
+    let report = e.shutdown(Duration::from_millis(5)).unwrap();
+    assert_eq!(report.cancelled.len(), 1, "{report:?}");
+    assert_eq!(gil.calls_after_finalize(), 0);
+    let seen = *dropped.lock().unwrap();
+    seen
+}
+
+#[test]
+fn a_cancelled_host_payload_is_dropped_under_the_host_lock() {
+    assert_eq!(cancelled_host_payload(false), Some(true));
+}
+
+#[test]
+fn a_cancelled_host_payload_is_leaked_once_the_host_finalises() {
+    assert_eq!(cancelled_host_payload(true), None);
+}
