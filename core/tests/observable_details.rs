@@ -264,6 +264,7 @@ fn a_process_that_started_hundreds_of_threads_can_still_use_an_engine() {
 #[test]
 fn a_resume_starts_enough_workers_for_the_ops_queued_meanwhile() {
     let e = engine(2);
+    e.set_tracing(true).unwrap();
     let guard = e.quiesce(Duration::from_secs(10)).unwrap();
     let ran: Ran = Arc::default();
     let arrived = Arc::new(AtomicU32::new(0));
@@ -272,6 +273,10 @@ fn a_resume_starts_enough_workers_for_the_ops_queued_meanwhile() {
     drop(guard);
     e.wait_all().unwrap();
     assert_eq!(ran.lock().unwrap().len(), 2);
+    // Two workers, each with its own index.
+    let events = e.take_trace().unwrap();
+    assert_eq!(events.len(), 2);
+    assert_ne!(events[0].worker, events[1].worker, "{events:?}");
 }
 
 /// Vars have distinct ids within an engine, shown in their debug form with
