@@ -4,10 +4,10 @@
 //! blocked wait wakes to poll the host for Ctrl-C. Found by the full
 //! mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use crate::support::{spec as job, Job};
+use crate::support::{spec as job, Concurrency, Job};
 use forksafe_core::sync::Arc as SArc;
-use forksafe_core::{Config, Engine, Error, ForkDomain, HostBridge, OpSpec};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Var};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,34 @@ fn one_worker(bridge: Box<dyn HostBridge>) -> Arc<Engine<Job>> {
 /// Long enough never to pass on a working engine; a broken one fails the
 /// test instead of hanging it.
 const BOUND: Duration = Duration::from_secs(10);
+
+/// Pushes an async op writing `var` whose token is handed to the test: the
+/// var stays busy until the test completes it.
+fn hold_var(e: &Engine<Job>, var: &Var<Job>) -> mpsc::Receiver<CompletionToken<Job>> {
+    let (tx, rx) = mpsc::channel();
+    e.push(
+        OpSpec::new(Job(Box::new(move |t| {
+            tx.send(t.expect("async op has a token")).unwrap();
+            Ok(())
+        })))
+        .writes(std::slice::from_ref(var))
+        .asynchronous(),
+    )
+    .unwrap();
+    rx
+}
+
+/// Pushes a var-free op that waits (bounded) for `var` and sends the result.
+fn push_waiter(e: &Arc<Engine<Job>>, var: &Var<Job>) -> mpsc::Receiver<forksafe_core::Result<()>> {
+    let (tx, rx) = mpsc::channel();
+    let (inner, var) = (e.clone(), var.clone());
+    e.push(job(move || {
+        tx.send(inner.wait_for_var_timeout(&var, BOUND)).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    rx
+}
 
 /// A quiesce from inside an op waits for every other running op, not for
 /// the op it is called from (I3).
@@ -48,16 +76,7 @@ fn a_wait_inside_an_op_gets_a_spare_worker() {
     let e = one_worker(Box::new(forksafe_core::NoHost));
     let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
     // X writes u and hands its token to the test, so u stays busy.
-    let (token_tx, token_rx) = mpsc::channel();
-    e.push(
-        OpSpec::new(Job(Box::new(move |t| {
-            token_tx.send(t.expect("async op has a token")).unwrap();
-            Ok(())
-        })))
-        .writes(std::slice::from_ref(&u))
-        .asynchronous(),
-    )
-    .unwrap();
+    let token_rx = hold_var(&e, &u);
     // B reads u and writes v: ready only once X completes.
     let b_ran = Arc::new(AtomicBool::new(false));
     let b = b_ran.clone();
@@ -161,29 +180,14 @@ fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
 fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
     let e = one_worker(Box::new(forksafe_core::NoHost));
     let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
-    let (token_tx, token_rx) = mpsc::channel();
-    e.push(
-        OpSpec::new(Job(Box::new(move |t| {
-            token_tx.send(t.expect("async op has a token")).unwrap();
-            Ok(())
-        })))
-        .writes(std::slice::from_ref(&u))
-        .asynchronous(),
-    )
-    .unwrap();
+    let token_rx = hold_var(&e, &u);
     e.push(
         job(|| Ok(()))
             .reads(std::slice::from_ref(&u))
             .writes(std::slice::from_ref(&v)),
     )
     .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let (inner, v2) = (e.clone(), v.clone());
-    e.push(job(move || {
-        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
-        Ok(())
-    }))
-    .unwrap();
+    let rx = push_waiter(&e, &v);
     let token = token_rx.recv().unwrap();
     // Let A block in its wait, then start a quiesce and make B ready while
     // it holds (not assertions on time: with a correct engine every
@@ -207,42 +211,19 @@ fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
 fn after_a_blocked_wait_the_lane_is_back_to_its_size() {
     let e = one_worker(Box::new(forksafe_core::NoHost));
     let v = e.new_var().unwrap();
-    let (token_tx, token_rx) = mpsc::channel();
-    e.push(
-        OpSpec::new(Job(Box::new(move |t| {
-            token_tx.send(t.expect("async op has a token")).unwrap();
-            Ok(())
-        })))
-        .writes(std::slice::from_ref(&v))
-        .asynchronous(),
-    )
-    .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let (inner, v2) = (e.clone(), v.clone());
-    e.push(job(move || {
-        tx.send(inner.wait_for_var_timeout(&v2, BOUND)).unwrap();
-        Ok(())
-    }))
-    .unwrap();
+    let token_rx = hold_var(&e, &v);
+    let rx = push_waiter(&e, &v);
     let token = token_rx.recv().unwrap();
     std::thread::sleep(Duration::from_millis(20));
     token.complete(Ok(())).unwrap();
     assert_eq!(rx.recv().unwrap(), Ok(()));
     e.wait_all().unwrap();
-    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let counted = Concurrency::default();
     for _ in 0..8 {
-        let (now, most) = (now.clone(), most.clone());
-        e.push(job(move || {
-            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(n, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(2));
-            now.fetch_sub(1, Ordering::SeqCst);
-            Ok(())
-        }))
-        .unwrap();
+        e.push(counted.op()).unwrap();
     }
     e.wait_all().unwrap();
-    assert_eq!(most.load(Ordering::SeqCst), 1);
+    assert_eq!(counted.most(), 1);
 }
 
 /// More ops blocked in waits than the lane has workers: each gets a
@@ -254,16 +235,7 @@ fn more_blocked_waits_than_workers_all_finish() {
     let mut results = Vec::new();
     for _ in 0..3 {
         let v = e.new_var().unwrap();
-        let (token_tx, token_rx) = mpsc::channel();
-        e.push(
-            OpSpec::new(Job(Box::new(move |t| {
-                token_tx.send(t.expect("async op has a token")).unwrap();
-                Ok(())
-            })))
-            .writes(std::slice::from_ref(&v))
-            .asynchronous(),
-        )
-        .unwrap();
+        let token_rx = hold_var(&e, &v);
         let (tx, rx) = mpsc::channel();
         let inner = e.clone();
         e.push(job(move || {

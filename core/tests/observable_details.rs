@@ -4,7 +4,7 @@
 //! timeline records about threads and time, the text of errors, and that a
 //! timeout too large for the clock means "no deadline", not "already past".
 
-use crate::support::{engine_with as engine, spec as job, Job};
+use crate::support::{engine_with as engine, push_running, spec as job, Concurrency, Job};
 use forksafe_core::{Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -142,17 +142,7 @@ fn a_huge_timeout_means_no_deadline() {
     e.push(slow()).unwrap();
     e.wait_all_timeout(Duration::MAX).unwrap();
     // A quiesce waits for running ops only: start one first.
-    let started = Arc::new(AtomicU32::new(0));
-    let s = started.clone();
-    e.push(job(move || {
-        s.store(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(20));
-        Ok(())
-    }))
-    .unwrap();
-    while started.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    push_running(&e, 20);
     let guard = e.quiesce(Duration::MAX).unwrap();
     assert_eq!(e.pending().unwrap(), 0);
     drop(guard);
@@ -341,17 +331,7 @@ fn a_wait_for_var_does_not_wait_for_writes_pushed_after_it_began() {
 fn a_domain_drain_waits_for_a_short_running_op() {
     let domain = crate::support::domain();
     let e = Engine::<Job>::new(domain, forksafe_core::Config::default()).unwrap();
-    let started = Arc::new(AtomicU32::new(0));
-    let s = started.clone();
-    e.push(job(move || {
-        s.store(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(30));
-        Ok(())
-    }))
-    .unwrap();
-    while started.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    push_running(&e, 30);
     let held = domain.quiesce_all(Duration::from_secs(20)).unwrap();
     assert!(held.drained(), "{held:?}");
     assert_eq!(e.pending().unwrap(), 0);
@@ -421,21 +401,13 @@ fn a_quiesce_guard_debug_form_names_its_engine_and_epoch() {
 fn a_resume_never_runs_more_ops_at_once_than_the_lane_has_workers() {
     let e = engine(1);
     let guard = e.quiesce(Duration::from_secs(10)).unwrap();
-    let (now, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let counted = Concurrency::default();
     for _ in 0..6 {
-        let (now, most) = (now.clone(), most.clone());
-        e.push(job(move || {
-            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(n, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(3));
-            now.fetch_sub(1, Ordering::SeqCst);
-            Ok(())
-        }))
-        .unwrap();
+        e.push(counted.op()).unwrap();
     }
     drop(guard);
     e.wait_all().unwrap();
-    assert_eq!(most.load(Ordering::SeqCst), 1);
+    assert_eq!(counted.most(), 1);
 }
 
 /// `Error::pending_ops` lists a timeout's ops, and nothing for others.

@@ -3,6 +3,7 @@
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
 use crate::support::{engine_with, spec as job, Job};
+use forksafe_core::gil::GilBridge;
 use forksafe_core::{Engine, Priority, Var, STARVATION_LIMIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -148,14 +149,7 @@ fn shutdown_waits_for_a_host_body_to_leave_the_bridge() {
 /// enters the bridge, even on a running engine (I8).
 #[test]
 fn no_host_op_runs_once_the_host_is_finalising() {
-    use forksafe_core::gil::GilBridge;
-    let gil = forksafe_core::sync::Arc::new(GilBridge::new());
-    let e = Engine::<Job>::with_bridge(
-        crate::support::domain(),
-        forksafe_core::Config::default(),
-        Box::new(gil.clone()),
-    )
-    .unwrap();
+    let (e, gil) = gil_engine();
     gil.set_finalizing(true);
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
@@ -188,15 +182,8 @@ impl Drop for DropProbe {
 /// lock held (it is host code, H1); once the host is finalising it is
 /// leaked instead (I8). Returns what the probe saw, if it was dropped.
 fn cancelled_host_payload(finalising: bool) -> Option<bool> {
-    use forksafe_core::gil::GilBridge;
     use forksafe_core::{HostBridge, Lane};
-    let gil = forksafe_core::sync::Arc::new(GilBridge::new());
-    let e = Engine::<Job>::with_bridge(
-        crate::support::domain(),
-        forksafe_core::Config::default(),
-        Box::new(gil.clone()),
-    )
-    .unwrap();
+    let (e, gil) = gil_engine();
     let dropped: Arc<std::sync::Mutex<Option<bool>>> = Arc::default();
     // Holds the only host worker, with the host lock released, until the
     // queued op's payload is gone (or a bound passes).
@@ -251,4 +238,12 @@ fn a_cancelled_host_payload_is_dropped_under_the_host_lock() {
 #[test]
 fn a_cancelled_host_payload_is_leaked_once_the_host_finalises() {
     assert_eq!(cancelled_host_payload(true), None);
+}
+
+/// An engine whose host is a [`GilBridge`], and the bridge.
+fn gil_engine() -> (Engine<Job>, forksafe_core::sync::Arc<GilBridge>) {
+    let gil = forksafe_core::sync::Arc::new(GilBridge::new());
+    let config = forksafe_core::Config::default();
+    let e = Engine::with_bridge(crate::support::domain(), config, Box::new(gil.clone())).unwrap();
+    (e, gil)
 }

@@ -38,3 +38,47 @@ pub fn engine_with(compute_workers: usize) -> Engine<Job> {
     };
     Engine::new(domain(), config).unwrap()
 }
+
+/// Counts how many ops run at once: each op made by [`Concurrency::op`]
+/// counts itself in for a few milliseconds.
+#[derive(Default, Clone)]
+pub struct Concurrency {
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Concurrency {
+    /// An op that is counted while it runs.
+    pub fn op(&self) -> OpSpec<Job> {
+        use std::sync::atomic::Ordering;
+        let (now, most) = (self.now.clone(), self.most.clone());
+        spec(move || {
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            now.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
+    /// The most ops seen running at once.
+    pub fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Pushes an op that sleeps `ms` milliseconds, and returns once it runs.
+pub fn push_running(e: &Engine<Job>, ms: u64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let started = std::sync::Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    e.push(spec(move || {
+        s.store(true, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        Ok(())
+    }))
+    .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+}
