@@ -255,3 +255,36 @@ fn more_blocked_waits_than_workers_all_finish() {
     }
     e.wait_all().unwrap();
 }
+
+/// The stand-in a blocked wait got, or the waiting op's own worker, leaves
+/// once the wait is over, and the lane's remaining worker is still woken
+/// for new ops: the leaving worker drops only its own idle entry.
+#[test]
+fn a_leaving_surplus_worker_keeps_the_other_workers_reachable() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let v = e.new_var().unwrap();
+    let token_rx = hold_var(&e, &v);
+    // A waits for v, then stays busy a little, so that the other worker is
+    // idle by the time A's worker finds itself surplus and leaves.
+    let (tx, rx) = mpsc::channel();
+    let (inner, v2) = (e.clone(), v.clone());
+    e.push(job(move || {
+        let r = inner.wait_for_var_timeout(&v2, BOUND);
+        std::thread::sleep(Duration::from_millis(30));
+        tx.send(r).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    let token = token_rx.recv().unwrap();
+    // Queued behind A: A's blocked wait starts a stand-in that runs it.
+    e.push(job(|| Ok(()))).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    token.complete(Ok(())).unwrap();
+    assert_eq!(rx.recv().unwrap(), Ok(()));
+    assert_eq!(e.wait_all_timeout(BOUND), Ok(()));
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(10));
+        e.push(job(|| Ok(()))).unwrap();
+        assert_eq!(e.wait_all_timeout(BOUND), Ok(()));
+    }
+}
