@@ -233,11 +233,18 @@ def test_ctrl_c_interrupts_a_wait_on_the_main_thread(eng):
     import os
     import signal
 
-    v = eng.new_var()
-    eng.sleep(5.0, writes=[v], name="long")
-    threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
-    t = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        eng.wait(v)
-    assert time.monotonic() - t < 2.0
+    # A process started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt
+    # handler: install it, as an interactive process has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        v = eng.new_var()
+        eng.sleep(5.0, writes=[v], name="long")
+        threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+        t = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            eng.wait(v)
+        assert time.monotonic() - t < 2.0
+    finally:
+        signal.signal(signal.SIGINT, previous)
     eng.shutdown(0.1)  # the 5 s Rust op keeps running; nothing waits for it
