@@ -3,19 +3,19 @@
 //! re-entrant global lock, the models would prove nothing. Found by the
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
+use crate::support::wait_until;
 use forksafe_core::gil::{GilBridge, HostLock};
 use forksafe_core::HostBridge;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits (bounded, so a broken lock fails instead of hanging) until `f`.
 fn eventually(what: &str, f: impl Fn() -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < until, "never happened: {what}");
-        std::thread::yield_now();
-    }
+    assert!(
+        wait_until(Duration::from_secs(20), f),
+        "never happened: {what}"
+    );
 }
 
 /// Re-entrant: each acquire needs its own release; a thread that does not

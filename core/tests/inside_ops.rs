@@ -4,7 +4,7 @@
 //! blocked wait wakes to poll the host for Ctrl-C. Found by the full
 //! mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use crate::support::{spec as job, Concurrency, Job};
+use crate::support::{sets, spec as job, wait_until, Concurrency, Job};
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Var};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,14 +79,10 @@ fn a_wait_inside_an_op_gets_a_spare_worker() {
     let token_rx = hold_var(&e, &u);
     // B reads u and writes v: ready only once X completes.
     let b_ran = Arc::new(AtomicBool::new(false));
-    let b = b_ran.clone();
     e.push(
-        job(move || {
-            b.store(true, Ordering::SeqCst);
-            Ok(())
-        })
-        .reads(std::slice::from_ref(&u))
-        .writes(std::slice::from_ref(&v)),
+        sets(&b_ran)
+            .reads(std::slice::from_ref(&u))
+            .writes(std::slice::from_ref(&v)),
     )
     .unwrap();
     // A waits for v (B was pushed before it) on the only worker.
@@ -149,10 +145,7 @@ fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
     let r = release.clone();
     e.push(
         job(move || {
-            let until = Instant::now() + BOUND;
-            while !r.load(Ordering::SeqCst) && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            wait_until(BOUND, || r.load(Ordering::SeqCst));
             Ok(())
         })
         .writes(std::slice::from_ref(&v)),
@@ -236,15 +229,8 @@ fn more_blocked_waits_than_workers_all_finish() {
     for _ in 0..3 {
         let v = e.new_var().unwrap();
         let token_rx = hold_var(&e, &v);
-        let (tx, rx) = mpsc::channel();
-        let inner = e.clone();
-        e.push(job(move || {
-            tx.send(inner.wait_for_var_timeout(&v, BOUND)).unwrap();
-            Ok(())
-        }))
-        .unwrap();
+        results.push(push_waiter(&e, &v));
         tokens.push(token_rx.recv().unwrap());
-        results.push(rx);
     }
     std::thread::sleep(Duration::from_millis(20));
     for t in tokens {

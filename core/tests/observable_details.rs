@@ -4,13 +4,15 @@
 //! timeline records about threads and time, the text of errors, and that a
 //! timeout too large for the clock means "no deadline", not "already past".
 
-use crate::support::{engine_with as engine, push_running, spec as job, Concurrency, Job};
+use crate::support::{
+    engine_with as engine, push_running, spec as job, wait_until, Concurrency, Job,
+};
 use forksafe_core::{Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Which OS thread ran each op, by op id.
 type Ran = Arc<Mutex<HashMap<u64, ThreadId>>>;
@@ -26,12 +28,10 @@ fn push_rendezvous(e: &Engine<Job>, ran: &Ran, arrived: &Arc<AtomicU32>, peers: 
         .push(
             job(move || {
                 arrived.fetch_add(1, Ordering::SeqCst);
-                let until = Instant::now() + Duration::from_secs(20);
-                while arrived.load(Ordering::SeqCst) < peers {
-                    if Instant::now() > until {
-                        return Err("a peer op never started".into());
-                    }
-                    std::thread::yield_now();
+                if !wait_until(Duration::from_secs(20), || {
+                    arrived.load(Ordering::SeqCst) >= peers
+                }) {
+                    return Err("a peer op never started".into());
                 }
                 std::thread::sleep(Duration::from_millis(2));
                 let id = loop {
@@ -297,14 +297,11 @@ fn a_wait_for_var_does_not_wait_for_writes_pushed_after_it_began() {
     let gate = |flag: &Arc<AtomicU32>| {
         let flag = flag.clone();
         job(move || {
-            let until = Instant::now() + Duration::from_secs(10);
-            while flag.load(Ordering::SeqCst) == 0 {
-                if Instant::now() > until {
-                    return Err("never released".into());
-                }
-                std::thread::sleep(Duration::from_millis(1));
+            if wait_until(Duration::from_secs(10), || flag.load(Ordering::SeqCst) == 1) {
+                Ok(())
+            } else {
+                Err("never released".into())
             }
-            Ok(())
         })
         .writes(std::slice::from_ref(&v))
     };
@@ -351,15 +348,15 @@ fn wait_all_is_woken_past_later_ops_in_the_live_index() {
     let wait_for = |flag: &Arc<AtomicU32>, bound: Duration| {
         let (flag, gave_up) = (flag.clone(), gave_up.clone());
         job(move || {
-            let until = Instant::now() + bound;
-            while flag.load(Ordering::SeqCst) == 0 {
-                if Instant::now() > until || gave_up.load(Ordering::SeqCst) == 1 {
-                    gave_up.store(1, Ordering::SeqCst);
-                    return Err("never released".into());
-                }
-                std::thread::sleep(Duration::from_millis(1));
+            wait_until(bound, || {
+                flag.load(Ordering::SeqCst) == 1 || gave_up.load(Ordering::SeqCst) == 1
+            });
+            if flag.load(Ordering::SeqCst) == 1 {
+                Ok(())
+            } else {
+                gave_up.store(1, Ordering::SeqCst);
+                Err("never released".into())
             }
-            Ok(())
         })
     };
     e.push(wait_for(&go, Duration::from_secs(10))).unwrap();

@@ -2,12 +2,12 @@
 //! what a shutdown reports about queued and running ops (I8). Found by the
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use crate::support::{engine_with, spec as job, Job};
+use crate::support::{engine_with, sets, spec as job, wait_until, Job};
 use forksafe_core::gil::GilBridge;
 use forksafe_core::{Engine, Priority, Var, STARVATION_LIMIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn one_worker() -> Engine<Job> {
     engine_with(1)
@@ -28,10 +28,7 @@ fn push_blocker_on(e: &Engine<Job>, go: &Arc<AtomicBool>, vars: &[Var<Job>]) -> 
         .push(
             job(move || {
                 s.store(true, Ordering::SeqCst);
-                let until = Instant::now() + Duration::from_secs(10);
-                while !go.load(Ordering::SeqCst) && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                wait_until(Duration::from_secs(10), || go.load(Ordering::SeqCst));
                 Ok(())
             })
             .writes(vars),
@@ -94,13 +91,7 @@ fn shutdown_cancels_queued_ops_and_reports_the_running_one() {
     let go = Arc::new(AtomicBool::new(false));
     let running = push_blocker(&e, &go);
     let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
-    let queued = e
-        .push(job(move || {
-            r.store(true, Ordering::SeqCst);
-            Ok(())
-        }))
-        .unwrap();
+    let queued = e.push(sets(&ran)).unwrap();
     let report = e.shutdown(Duration::from_millis(50)).unwrap();
     let ids = |infos: &[forksafe_core::OpInfo]| infos.iter().map(|i| i.id).collect::<Vec<_>>();
     assert_eq!(ids(&report.cancelled), vec![queued], "{report:?}");
@@ -152,15 +143,7 @@ fn no_host_op_runs_once_the_host_is_finalising() {
     let (e, gil) = gil_engine();
     gil.set_finalizing(true);
     let ran = Arc::new(AtomicBool::new(false));
-    let r = ran.clone();
-    e.push(
-        job(move || {
-            r.store(true, Ordering::SeqCst);
-            Ok(())
-        })
-        .lane(forksafe_core::Lane::Host),
-    )
-    .unwrap();
+    e.push(sets(&ran).lane(forksafe_core::Lane::Host)).unwrap();
     let _ = e.wait_all();
     assert!(!ran.load(Ordering::SeqCst));
     assert_eq!(gil.calls_after_finalize(), 0);
@@ -197,10 +180,7 @@ fn cancelled_host_payload(finalising: bool) -> Option<bool> {
         job(move || {
             s.store(true, Ordering::SeqCst);
             g.without_host_lock(&mut || {
-                let until = Instant::now() + Duration::from_millis(500);
-                while d.lock().unwrap().is_none() && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                wait_until(Duration::from_millis(500), || d.lock().unwrap().is_some());
             });
             Ok(())
         })

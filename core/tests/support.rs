@@ -82,3 +82,26 @@ pub fn push_running(e: &Engine<Job>, ms: u64) {
         std::thread::yield_now();
     }
 }
+
+/// Polls `done` every millisecond until it holds or `bound` has passed;
+/// returns whether it held. Tests bound their waits with it so that a
+/// broken engine fails them instead of hanging them.
+pub fn wait_until(bound: std::time::Duration, done: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + bound;
+    while !done() {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}
+
+/// A sync op that sets `flag` when it runs.
+pub fn sets(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> OpSpec<Job> {
+    let flag = flag.clone();
+    spec(move || {
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    })
+}
