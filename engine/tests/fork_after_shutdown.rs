@@ -12,13 +12,13 @@
 //! Each round: an engine with several workers runs a few ops, shuts down,
 //! and the test forks at once; the child starts a thread, then runs an op on
 //! a fresh engine, and leaves with `_exit`. The parent waits for it under a
-//! watchdog, kills it if it hangs, and fails. `FORKSAFE_ROUNDS` sets the
+//! watchdog (`support::wait_child`), kills it if it hangs, and fails. `FORKSAFE_ROUNDS` sets the
 //! number of rounds (default 2000).
 
 mod support;
 
 use forksafe::{Config, Engine};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 /// Workers per lane: all of them are on their way out when the test forks.
@@ -33,8 +33,6 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    let mut hung = 0;
-    let mut failed = 0;
     for round in 0..rounds {
         let e = Engine::new(Config {
             compute_workers: WORKERS,
@@ -58,44 +56,17 @@ fn main() {
         for _ in 0..(round % 32) * 200 {
             std::hint::spin_loop();
         }
-        // SAFETY: the child only starts a thread, uses a fresh engine, and
-        // leaves with `_exit`; it never returns into this loop.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let code = match std::panic::catch_unwind(child) {
-                Ok(Ok(())) => 0,
-                Ok(Err(e)) => {
-                    say(&format!("    child FAILED: {e}\n"));
-                    1
-                }
-                Err(_) => 2,
-            };
-            // SAFETY: ends the child without running the parent's exit hooks
-            // or destructors.
-            unsafe { libc::_exit(code) }
-        }
-        match wait_child(pid) {
-            Some(0) => {}
-            Some(code) => {
-                say(&format!("    round {round}: child exited with {code}\n"));
-                failed += 1;
-            }
-            None => {
-                say(&format!("    round {round}: child hung (killed)\n"));
-                hung += 1;
-            }
+        // The child starts a thread, uses a fresh engine, and leaves with
+        // `_exit`; it never returns into this loop.
+        let result = fork_raw(|| child().map(|()| String::new()))
+            .and_then(|pid| wait_child(pid, CHILD_LIMIT));
+        if let Err(err) = result {
+            say(&format!(
+                "    round {round}: {err}\nfork_after_shutdown: FAILED\n"
+            ));
+            std::process::exit(1);
         }
         drop(e);
-        if hung + failed > 0 {
-            break;
-        }
-    }
-    if hung + failed > 0 {
-        say(&format!(
-            "fork_after_shutdown: FAILED ({hung} hung, {failed} failed)\n"
-        ));
-        std::process::exit(1);
     }
     say(&format!("fork_after_shutdown: {rounds} rounds passed\n"));
 }
@@ -121,31 +92,4 @@ fn child() -> Result<(), String> {
     e.wait_all_timeout(Duration::from_secs(2))
         .map_err(|e| e.to_string())?;
     Ok(())
-}
-
-/// Waits for `pid` under [`CHILD_LIMIT`]: its exit code, or `None` if it
-/// hung (then it is killed and reaped).
-fn wait_child(pid: libc::pid_t) -> Option<i32> {
-    let start = Instant::now();
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a live, writable int; `pid` is our child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128 + libc::WTERMSIG(status)
-            });
-        }
-        if start.elapsed() > CHILD_LIMIT {
-            // SAFETY: `pid` is our unreaped child; kill then reap it.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            return None;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }

@@ -43,11 +43,14 @@ pub fn quiet_panics() {
 }
 
 /// Runs `f` as the body of a fork child and leaves with `_exit`: 0 if it
-/// returned `Ok`, 1 on `Err`, 2 on panic.
+/// returned `Ok` (its message reported unless empty), 1 on `Err`, 2 on
+/// panic.
 pub fn child_exit(f: impl FnOnce() -> Result<String, String>) -> ! {
     let code = match std::panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(msg)) => {
-            say(&format!("    child {}: {msg}\n", getpid()));
+            if !msg.is_empty() {
+                say(&format!("    child {}: {msg}\n", getpid()));
+            }
             0
         }
         Ok(Err(e)) => {
