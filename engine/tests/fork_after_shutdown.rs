@@ -12,8 +12,8 @@
 //! Each round: an engine with several workers runs a few ops, shuts down,
 //! and the test forks at once; the child starts a thread, then runs an op on
 //! a fresh engine, and leaves with `_exit`. The parent waits for it under a
-//! watchdog (`support::wait_child`), kills it if it hangs, and fails. `FORKSAFE_ROUNDS` sets the
-//! number of rounds (default 2000).
+//! watchdog (`support::wait_child`), kills it if it hangs, and fails.
+//! `FORKSAFE_ROUNDS` sets the number of rounds (default 2000).
 
 mod support;
 
