@@ -125,3 +125,32 @@ fn shutdown_from_inside_an_op_joins_the_other_workers_only() {
     assert_eq!(result, Ok(()));
     assert_eq!(exited, 2, "every worker but the caller's has exited");
 }
+
+/// Fork prepare's wait for starting workers (L8): it returns only once no
+/// thread is counted as starting. Seen through `Exits` itself: a worker's
+/// start-up window is too short to hold open from a test.
+#[test]
+fn waiting_for_starting_threads_returns_only_once_none_is_counted() {
+    let exits = Arc::new(forksafe_core::sync::Exits::new());
+    exits.wait_for_starting();
+    let first = exits.starting();
+    let second = exits.starting();
+    let (done_tx, done_rx) = mpsc::channel();
+    let waiter = {
+        let exits = exits.clone();
+        std::thread::spawn(move || {
+            exits.wait_for_starting();
+            done_tx.send(()).unwrap();
+        })
+    };
+    let early = done_rx.recv_timeout(Duration::from_millis(50));
+    assert!(early.is_err(), "returned with two threads starting");
+    drop(first);
+    let early = done_rx.recv_timeout(Duration::from_millis(50));
+    assert!(early.is_err(), "returned with one thread starting");
+    drop(second);
+    done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no return");
+    waiter.join().unwrap();
+}

@@ -29,10 +29,7 @@ const CHILD_LIMIT: Duration = Duration::from_secs(5);
 
 fn main() {
     quiet_panics();
-    let rounds: u32 = std::env::var("FORKSAFE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+    let rounds = rounds_from_env(2000);
     for round in 0..rounds {
         let e = Engine::new(Config {
             compute_workers: WORKERS,
@@ -50,15 +47,11 @@ fn main() {
                 .expect("push");
         }
         e.shutdown(Duration::from_secs(5)).expect("shutdown");
-        // Fork at a spread of moments after shutdown returns, so the rounds
-        // sample the workers' whole way out (before the fix, they were
-        // still leaving here). A spin, not a sleep: no timing is asserted.
-        for _ in 0..(round % 32) * 200 {
-            std::hint::spin_loop();
-        }
+        // Before the fix, the workers were still leaving here.
+        spin_for_round(round);
         // The child starts a thread, uses a fresh engine, and leaves with
         // `_exit`; it never returns into this loop.
-        let result = fork_raw(|| child().map(|()| String::new()))
+        let result = fork_raw(|| child_starts_threads().map(|()| String::new()))
             .and_then(|pid| wait_child(pid, CHILD_LIMIT));
         if let Err(err) = result {
             say(&format!(
@@ -69,27 +62,4 @@ fn main() {
         drop(e);
     }
     say(&format!("fork_after_shutdown: {rounds} rounds passed\n"));
-}
-
-/// The child: a fresh thread must start and be joined, and a fresh engine
-/// must run an op.
-fn child() -> Result<(), String> {
-    let t = std::thread::spawn(|| 7);
-    if t.join().map_err(|_| "thread panicked")? != 7 {
-        return Err("thread returned the wrong value".into());
-    }
-    let e = Engine::new(Config {
-        compute_workers: 1,
-        host_workers: 1,
-        ..Config::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let v = e.new_var().map_err(|e| e.to_string())?;
-    e.op("child")
-        .writes(&[&v])
-        .run(|| {})
-        .map_err(|e| e.to_string())?;
-    e.wait_all_timeout(Duration::from_secs(2))
-        .map_err(|e| e.to_string())?;
-    Ok(())
 }

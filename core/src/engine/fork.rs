@@ -28,9 +28,12 @@ pub struct ForkReport {
 impl<P: Payload> Shared<P> {
     /// Prepare, on the forking thread, after the domain's gate closed: wait
     /// for open sections (bounded: sections wait on nothing but short engine
-    /// locks), and remember the op the forking thread is running.
+    /// locks) and for workers still starting (bounded: see
+    /// [`crate::sync::Exits::wait_for_starting`]), and remember the op the
+    /// forking thread is running.
     pub(crate) fn prepare(&self) {
         self.gate.close();
+        self.exits.wait_for_starting();
         let carried = self.calling_op().map_or(0, |id| id + 1);
         self.carried.store(carried, Ordering::Release);
         if mutant::active(Mutant::DrainingPrepare) {

@@ -75,7 +75,12 @@ impl<P: Payload> Shared<P> {
             let name = format!("{}-{:?}-{index}", this.config.thread_name, lane).to_lowercase();
             let leaving = Leaving::new();
             let last_step = leaving.clone();
+            // Counted inside a section, so a fork prepare waits until this
+            // thread is past std's start-up mutex (L8). Refused only to the
+            // forking thread between prepare and parent/child: uncounted.
+            let starting = this.enter().ok().map(|_section| this.exits.starting());
             let spawned = spawn_named(name, move || {
+                drop(starting);
                 // Set on unwind too: a worker that panicked is leaving as
                 // well, and shutdown must not wait for its flag for ever.
                 let _leaving = last_step.on_drop();

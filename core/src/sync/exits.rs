@@ -8,12 +8,20 @@
 //! ever runs, the engine's workers included. Only a join (the kernel clears
 //! the thread id after the last user-space step) tells that a thread is gone.
 //!
+//! The same mutex is taken on the way *in*, before the thread's closure
+//! runs, so a fork that catches a worker starting has the same effect. Fork
+//! prepare therefore waits until every worker counted as starting has
+//! reached its closure ([`Exits::starting`], [`Exits::wait_for_starting`]):
+//! bounded, since a starting thread runs only std's prologue, which waits
+//! on no engine or host lock.
+//!
 //! Production builds keep each worker's handle with a flag the worker sets as
-//! the last step of its closure; model builds keep nothing (their threads
-//! never really exit, and a model joins them itself).
+//! the last step of its closure, and a count of starting workers; model
+//! builds keep nothing (their threads never really exit or take std's
+//! mutex, and a model joins them itself).
 
 #[cfg(not(any(loom, shuttle)))]
-use super::{Arc, AtomicBool, Ordering};
+use super::{spin_step, Arc, AtomicBool, AtomicUsize, Ordering};
 use super::{JoinHandle, Mutex};
 
 /// A flag a tracked thread sets as the last step of its closure.
@@ -53,11 +61,29 @@ impl Drop for SetOnDrop {
     }
 }
 
-/// Handles of the threads a [`Leaving`] flag goes with.
+/// A thread counted as starting, from before it is spawned until the first
+/// step of its closure (or until its spawn fails): dropping it takes it off
+/// the count. Guards I5 against std's thread-start mutex (see the module
+/// comment): prepare waits until no thread is counted.
+#[derive(Debug)]
+pub struct Starting(#[cfg(not(any(loom, shuttle)))] Arc<AtomicUsize>);
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        #[cfg(not(any(loom, shuttle)))]
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Handles of the threads a [`Leaving`] flag goes with, and the count of
+/// threads starting. Guards I5 (a fork child can start threads) as far as
+/// the engine's own threads go: see the module comment.
 #[derive(Debug, Default)]
 pub struct Exits {
     #[cfg_attr(any(loom, shuttle), allow(dead_code))]
     threads: Mutex<Vec<(Leaving, JoinHandle<()>)>>,
+    #[cfg(not(any(loom, shuttle)))]
+    starting: Arc<AtomicUsize>,
 }
 
 impl Exits {
@@ -99,6 +125,34 @@ impl Exits {
         #[cfg(any(loom, shuttle))]
         {
             (Vec::new(), 0)
+        }
+    }
+
+    /// Counts a thread as starting until the returned guard is dropped. Call
+    /// inside a section, so that a prepare (which waits for open sections
+    /// first) sees the count; drop the guard as the thread's first step.
+    pub fn starting(&self) -> Starting {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            self.starting.fetch_add(1, Ordering::AcqRel);
+            Starting(self.starting.clone())
+        }
+        #[cfg(any(loom, shuttle))]
+        Starting()
+    }
+
+    /// Fork prepare, after the gate closed: waits until no thread is
+    /// counted as starting. Bounded: each such thread was spawned, or is
+    /// being spawned, by a thread outside every section, and std's
+    /// prologue waits on no engine or host lock.
+    pub fn wait_for_starting(&self) {
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            let mut round = 0;
+            while self.starting.load(Ordering::Acquire) != 0 {
+                spin_step(round);
+                round = round.saturating_add(1);
+            }
         }
     }
 

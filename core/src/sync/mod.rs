@@ -49,7 +49,7 @@ mod clock;
 pub use clock::{Clock, Instant};
 
 mod exits;
-pub use exits::{join_leaving, Exits, Leaving};
+pub use exits::{join_leaving, Exits, Leaving, Starting};
 
 pub mod mutant;
 

@@ -236,3 +236,44 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
     }
     Ok(lost.len())
 }
+
+/// Rounds of a looping fork test: `FORKSAFE_ROUNDS`, or `default`.
+pub fn rounds_from_env(default: u32) -> u32 {
+    std::env::var("FORKSAFE_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Spins for a round-dependent while (0 to 31 × 200 spin hints), so that
+/// the rounds of a looping fork test fork at a spread of moments after
+/// the step they race with. A spin, not a sleep: no timing is asserted.
+pub fn spin_for_round(round: u32) {
+    for _ in 0..(round % 32) * 200 {
+        std::hint::spin_loop();
+    }
+}
+
+/// A fork child's check that threads still start: a fresh thread must
+/// start and be joined, and a fresh engine must run an op (its worker is a
+/// new thread too).
+pub fn child_starts_threads() -> Result<(), String> {
+    let t = std::thread::spawn(|| 7);
+    if t.join().map_err(|_| "thread panicked")? != 7 {
+        return Err("thread returned the wrong value".into());
+    }
+    let e = forksafe::Engine::new(forksafe::Config {
+        compute_workers: 1,
+        host_workers: 1,
+        ..forksafe::Config::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    e.op("child")
+        .writes(&[&v])
+        .run(|| {})
+        .map_err(|e| e.to_string())?;
+    e.wait_all_timeout(Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
