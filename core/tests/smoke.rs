@@ -242,14 +242,30 @@ fn bad_input_is_a_typed_error_and_loses_nothing() {
     assert_eq!(e.quiesce(Duration::ZERO).unwrap_err(), Error::ZeroTimeout);
     assert_eq!(e.shutdown(Duration::ZERO).unwrap_err(), Error::ZeroTimeout);
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let bad = Config {
-        max_pending: Some(0),
-        ..Config::default()
-    };
-    assert!(matches!(
-        Engine::<Job>::new(domain, bad),
-        Err(Error::InvalidConfig(_))
-    ));
+    let bad = [
+        Config {
+            max_pending: Some(0),
+            ..Config::default()
+        },
+        // std would panic starting a worker with this name.
+        Config {
+            thread_name: "a\0b".into(),
+            ..Config::default()
+        },
+        Config {
+            worker_stack_size: Some(0),
+            ..Config::default()
+        },
+    ];
+    for c in bad {
+        assert!(
+            matches!(
+                Engine::<Job>::new(domain, c.clone()),
+                Err(Error::InvalidConfig(_))
+            ),
+            "{c:?}"
+        );
+    }
     drop(g);
     e.wait_all().unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 1);

@@ -1,4 +1,4 @@
-//! Engine configuration: pool sizes, thread names, the fork drain bound and
+//! Engine configuration: pool sizes, worker threads, the fork drain bound and
 //! the shutdown deadline, validated before an engine starts.
 
 use crate::Error;
@@ -32,6 +32,11 @@ pub struct Config {
     pub max_pending: Option<usize>,
     /// Prefix of worker thread names: 1..=32 bytes, no NUL.
     pub thread_name: String,
+    /// Stack size of each worker thread in bytes (`None`: std's default,
+    /// 2 MiB; `Some(0)` is invalid). Host bodies that recurse deeply (a
+    /// Python interpreter, say) may want more. A size the OS cannot provide
+    /// makes every worker start fail, and ops stay queued.
+    pub worker_stack_size: Option<usize>,
     /// How long [`crate::fork`] waits for running ops before forking anyway
     /// (positive, at most [`MAX_DEADLINE`]).
     pub fork_drain: Duration,
@@ -48,6 +53,7 @@ impl Default for Config {
             host_workers: core.host_workers,
             max_pending: core.max_pending,
             thread_name: core.thread_name,
+            worker_stack_size: core.worker_stack_size,
             fork_drain: Duration::from_secs(5),
             shutdown_deadline: Duration::from_secs(1),
         }
@@ -65,12 +71,6 @@ impl Config {
     /// ```
     pub fn validate(&self) -> Result<(), Error> {
         self.core().validate()?;
-        if self.thread_name.is_empty() || self.thread_name.len() > 32 {
-            return Err(Error::InvalidConfig("thread_name must be 1..=32 bytes"));
-        }
-        if self.thread_name.contains('\0') {
-            return Err(Error::InvalidConfig("thread_name must not contain NUL"));
-        }
         if self.fork_drain.is_zero() || self.fork_drain > MAX_DEADLINE {
             return Err(Error::InvalidConfig("fork_drain must be in (0, 1h]"));
         }
@@ -87,6 +87,7 @@ impl Config {
             host_workers: self.host_workers,
             max_pending: self.max_pending,
             thread_name: self.thread_name.clone(),
+            worker_stack_size: self.worker_stack_size,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The public API on real threads (no fork here: see tests/fork.rs).
 
 use forksafe::bridge::GilBridge;
-use forksafe::{Config, Engine, Error, OpErrorKind, Priority, State};
+use forksafe::{Config, Engine, Error, Lane, OpErrorKind, Priority, State};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +38,40 @@ fn builder_orders_writes_and_reads() {
     e.wait_all().unwrap();
 }
 
+/// Uses about `frames` KiB of stack (1 KiB per frame, kept by black_box).
+fn deep_stack(frames: usize) -> u64 {
+    let frame = std::hint::black_box([frames as u8; 1024]);
+    if frames == 0 {
+        u64::from(frame[0])
+    } else {
+        deep_stack(frames - 1) + u64::from(frame[1])
+    }
+}
+
+/// `worker_stack_size` reaches the workers: a body needing about 8 MiB of
+/// stack (std's default is 2 MiB: it would overflow and abort) runs on a
+/// worker given 32 MiB, on both lanes.
+#[test]
+fn workers_get_the_configured_stack_size() {
+    let e = Engine::new(Config {
+        worker_stack_size: Some(32 << 20),
+        ..Config::default()
+    })
+    .unwrap();
+    let v = e.new_var().unwrap();
+    for lane in [Lane::Compute, Lane::Host] {
+        e.op("deep")
+            .writes(&[&v])
+            .lane(lane)
+            .run(|| {
+                std::hint::black_box(deep_stack(8 * 1024));
+            })
+            .unwrap();
+    }
+    e.wait_all().unwrap();
+    assert_eq!(e.var_version(&v).unwrap(), 2);
+}
+
 #[test]
 fn config_out_of_range_is_invalid_config() {
     let bad = [
@@ -59,6 +93,14 @@ fn config_out_of_range_is_invalid_config() {
         },
         Config {
             thread_name: "a\0b".into(),
+            ..Config::default()
+        },
+        Config {
+            thread_name: "x".repeat(33),
+            ..Config::default()
+        },
+        Config {
+            worker_stack_size: Some(0),
             ..Config::default()
         },
         Config {

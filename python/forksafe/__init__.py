@@ -80,7 +80,8 @@ class Engine(_native.Engine):
 
     Keyword arguments: ``compute_workers`` (2), ``host_workers`` (1),
     ``max_pending`` (None: unbounded), ``fork_drain`` (5.0 s),
-    ``shutdown_deadline`` (1.0 s), ``thread_name`` ("forksafe").
+    ``shutdown_deadline`` (1.0 s), ``thread_name`` ("forksafe"),
+    ``worker_stack_size`` (bytes; None: 2 MiB).
 
     Methods: ``new_var``, ``array``, ``push`` (a Python callable, host lane),
     ``add``/``copy``/``fill``/``sleep`` (Rust, compute lane), ``wait``,

@@ -169,7 +169,7 @@ impl HostCall {
 /// held), built-in Rust ops (`add`, `copy`, `fill`, `sleep`) on the compute
 /// lane. Keyword arguments size it: `compute_workers`, `host_workers`,
 /// `max_pending` (None: unbounded), `fork_drain` and `shutdown_deadline`
-/// (seconds), `thread_name`.
+/// (seconds), `thread_name`, `worker_stack_size` (bytes; None: 2 MiB).
 #[pyclass(frozen, subclass, name = "Engine", module = "forksafe._forksafe")]
 pub struct PyEngine {
     pub(crate) engine: EngineRef,
@@ -180,7 +180,7 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (*, compute_workers=2, host_workers=1, max_pending=None,
                         fork_drain=5.0, shutdown_deadline=1.0, thread_name="forksafe",
-                        _default=false))]
+                        worker_stack_size=None, _default=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -190,6 +190,7 @@ impl PyEngine {
         fork_drain: f64,
         shutdown_deadline: f64,
         thread_name: &str,
+        worker_stack_size: Option<usize>,
         _default: bool,
     ) -> PyResult<Self> {
         let config = Config {
@@ -197,6 +198,7 @@ impl PyEngine {
             host_workers,
             max_pending,
             thread_name: thread_name.to_string(),
+            worker_stack_size,
             fork_drain: seconds("fork_drain", fork_drain)?,
             shutdown_deadline: seconds("shutdown_deadline", shutdown_deadline)?,
         };

@@ -174,6 +174,8 @@ def test_bad_input_raises_typed_errors(eng):
         forksafe.Engine(compute_workers=0)
     with pytest.raises(ValueError):
         forksafe.Engine(fork_drain=-1)
+    with pytest.raises(ValueError, match="worker_stack_size"):
+        forksafe.Engine(worker_stack_size=0)
     with pytest.raises(TypeError):
         forksafe.Engine(bogus=1)
     eng.delete_var(v)

@@ -12,6 +12,8 @@ mod shutdown;
 mod snapshot;
 mod wait;
 mod worker;
+#[cfg(test)]
+mod worker_tests;
 
 pub use fork::ForkReport;
 pub use quiesce::QuiesceGuard;
@@ -48,8 +50,14 @@ pub struct Config {
     /// Bound on pending ops; `None` is unbounded (the default). `Some(0)` is
     /// invalid.
     pub max_pending: Option<usize>,
-    /// Prefix of worker thread names.
+    /// Prefix of worker thread names: 1..=32 bytes, no NUL.
     pub thread_name: String,
+    /// Stack size of each worker thread in bytes (`None`: std's default,
+    /// 2 MiB unless `RUST_MIN_STACK` says otherwise; sizes below the
+    /// platform's minimum are raised to it). `Some(0)` is invalid. A size
+    /// the OS cannot provide makes every worker start fail: the ops stay
+    /// queued (see [`Engine::push`]).
+    pub worker_stack_size: Option<usize>,
 }
 
 impl Default for Config {
@@ -59,6 +67,7 @@ impl Default for Config {
             host_workers: 1,
             max_pending: None,
             thread_name: "forksafe".into(),
+            worker_stack_size: None,
         }
     }
 }
@@ -80,6 +89,17 @@ impl Config {
         }
         if self.max_pending == Some(0) {
             return Err(Error::InvalidConfig("max_pending must be positive"));
+        }
+        if self.thread_name.is_empty() || self.thread_name.len() > 32 {
+            return Err(Error::InvalidConfig("thread_name must be 1..=32 bytes"));
+        }
+        // std panics on a thread name with a NUL, in whichever call starts
+        // a worker.
+        if self.thread_name.contains('\0') {
+            return Err(Error::InvalidConfig("thread_name must not contain NUL"));
+        }
+        if self.worker_stack_size == Some(0) {
+            return Err(Error::InvalidConfig("worker_stack_size must be positive"));
         }
         Ok(())
     }

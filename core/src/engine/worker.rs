@@ -79,7 +79,7 @@ impl<P: Payload> Shared<P> {
             // thread is past std's start-up mutex (L8). Refused only to the
             // forking thread between prepare and parent/child: uncounted.
             let starting = this.enter().ok().map(|_section| this.exits.starting());
-            let spawned = spawn_named(name, move || {
+            let spawned = spawn_named(name, this.config.worker_stack_size, move || {
                 drop(starting);
                 // Set on unwind too: a worker that panicked is leaving as
                 // well, and shutdown must not wait for its flag for ever.

@@ -196,12 +196,25 @@ pub fn pause_briefly(round: u32) {
     spin_step(round);
 }
 
-/// Spawns a named thread.
-pub fn spawn_named<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
+/// Spawns a named thread, with `stack_size` bytes of stack if given
+/// (production builds; model threads ignore it).
+pub fn spawn_named<F>(
+    name: String,
+    stack_size: Option<usize>,
+    f: F,
+) -> std::io::Result<JoinHandle<()>>
 where
     F: FnOnce() + Send + 'static,
 {
-    imp::thread::Builder::new().name(name).spawn(f)
+    let builder = imp::thread::Builder::new().name(name);
+    #[cfg(not(any(loom, shuttle)))]
+    let builder = match stack_size {
+        Some(bytes) => builder.stack_size(bytes),
+        None => builder,
+    };
+    #[cfg(any(loom, shuttle))]
+    let _ = stack_size;
+    builder.spawn(f)
 }
 
 /// Blocks the calling thread until unparked (may wake spuriously) or, in

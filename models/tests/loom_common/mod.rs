@@ -316,6 +316,7 @@ pub fn config() -> Config {
         host_workers: 1,
         max_pending: None,
         thread_name: "l".into(),
+        worker_stack_size: None,
     }
 }
 

@@ -358,6 +358,7 @@ pub fn config(compute: usize, host: usize, max_pending: Option<usize>) -> Config
         host_workers: host,
         max_pending,
         thread_name: "m".into(),
+        worker_stack_size: None,
     }
 }
 
