@@ -274,3 +274,60 @@ fn a_leaving_surplus_worker_keeps_the_other_workers_reachable() {
         assert_eq!(e.wait_all_timeout(BOUND), Ok(()));
     }
 }
+
+/// A wait inside an op, on a lane that already has its stand-in for an
+/// earlier wait (the lane's size plus one, with no wait blocked), gets no
+/// further worker: the lane is not short. Found by the mutation run
+/// (`<` → `<=` in `block_caller` survived): a third worker would run the
+/// queued op Q while the lane's one op slot is taken.
+#[test]
+fn a_second_wait_with_a_surplus_worker_gets_no_further_worker() {
+    let e = one_worker(Box::new(forksafe_core::NoHost));
+    let (u, w) = (e.new_var().unwrap(), e.new_var().unwrap());
+    let u_token = hold_var(&e, &u);
+    let w_token = hold_var(&e, &w);
+    let (u_token, w_token) = (u_token.recv().unwrap(), w_token.recv().unwrap());
+    // A: waits for u (blocks: the lane gets a stand-in), then pauses for
+    // the test, then waits for w.
+    let (mid_tx, mid_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel();
+    let inner = e.clone();
+    e.push(job(move || {
+        let first = inner.wait_for_var_timeout(&u, BOUND);
+        mid_tx.send(first).unwrap();
+        go_rx.recv().unwrap();
+        done_tx.send(inner.wait_for_var_timeout(&w, BOUND)).unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    // B runs on the stand-in until the test releases it.
+    let (b_started_tx, b_started_rx) = mpsc::channel();
+    let (b_go_tx, b_go_rx) = mpsc::channel::<()>();
+    e.push(job(move || {
+        b_started_tx.send(()).unwrap();
+        b_go_rx.recv().unwrap();
+        Ok(())
+    }))
+    .unwrap();
+    b_started_rx.recv_timeout(BOUND).expect("B never started");
+    u_token.complete(Ok(())).unwrap();
+    assert_eq!(mid_rx.recv_timeout(BOUND).unwrap(), Ok(()));
+    // Both workers busy (A paused, B), no wait blocked: Q queues.
+    let q_ran = Arc::new(AtomicBool::new(false));
+    e.push(sets(&q_ran)).unwrap();
+    go_tx.send(()).unwrap();
+    let ran_early = wait_until(Duration::from_millis(200), || q_ran.load(Ordering::SeqCst));
+    assert!(
+        !ran_early,
+        "Q ran on a third worker while A waited and B ran"
+    );
+    b_go_tx.send(()).unwrap();
+    assert!(
+        wait_until(BOUND, || q_ran.load(Ordering::SeqCst)),
+        "Q never ran"
+    );
+    w_token.complete(Ok(())).unwrap();
+    assert_eq!(done_rx.recv_timeout(BOUND).unwrap(), Ok(()));
+    e.wait_all().unwrap();
+}
