@@ -256,7 +256,20 @@ fn bad_input_is_a_typed_error_and_loses_nothing() {
             worker_stack_size: Some(0),
             ..Config::default()
         },
+        Config {
+            thread_name: String::new(),
+            ..Config::default()
+        },
+        Config {
+            thread_name: "x".repeat(33),
+            ..Config::default()
+        },
     ];
+    let longest = Config {
+        thread_name: "x".repeat(32),
+        ..Config::default()
+    };
+    assert_eq!(longest.validate(), Ok(()));
     for c in bad {
         assert!(
             matches!(
