@@ -17,26 +17,13 @@
 
 mod support;
 
-use forksafe::{Config, Engine};
 use std::time::Duration;
-use support::*;
 
 /// Workers per lane: all of them are on their way out when the test forks.
 const WORKERS: usize = 8;
 
-/// Watchdog of one forked child (a healthy one takes milliseconds).
-const CHILD_LIMIT: Duration = Duration::from_secs(5);
-
 fn main() {
-    quiet_panics();
-    let rounds = rounds_from_env(2000);
-    for round in 0..rounds {
-        let e = Engine::new(Config {
-            compute_workers: WORKERS,
-            host_workers: WORKERS,
-            ..Config::default()
-        })
-        .expect("engine");
+    support::fork_rounds("fork_after_shutdown", WORKERS, |round, e| {
         let v = e.new_var().expect("var");
         for i in 0..2 * WORKERS {
             let lane_var = e.new_var().expect("var");
@@ -46,20 +33,7 @@ fn main() {
                 .run(|| {})
                 .expect("push");
         }
+        // Before the fix, the workers were still leaving after this.
         e.shutdown(Duration::from_secs(5)).expect("shutdown");
-        // Before the fix, the workers were still leaving here.
-        spin_for_round(round);
-        // The child starts a thread, uses a fresh engine, and leaves with
-        // `_exit`; it never returns into this loop.
-        let result = fork_raw(|| child_starts_threads().map(|()| String::new()))
-            .and_then(|pid| wait_child(pid, CHILD_LIMIT));
-        if let Err(err) = result {
-            say(&format!(
-                "    round {round}: {err}\nfork_after_shutdown: FAILED\n"
-            ));
-            std::process::exit(1);
-        }
-        drop(e);
-    }
-    say(&format!("fork_after_shutdown: {rounds} rounds passed\n"));
+    });
 }

@@ -19,26 +19,15 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Lane};
-use std::time::Duration;
-use support::*;
+use forksafe::Lane;
 
 /// Workers per lane: all of them start during the burst.
 const WORKERS: usize = 8;
 
-/// Watchdog of one forked child (a healthy one takes milliseconds).
-const CHILD_LIMIT: Duration = Duration::from_secs(5);
-
 fn main() {
-    quiet_panics();
-    let rounds = rounds_from_env(2000);
-    for round in 0..rounds {
-        let e = Engine::new(Config {
-            compute_workers: WORKERS,
-            host_workers: WORKERS,
-            ..Config::default()
-        })
-        .expect("engine");
+    support::fork_rounds("fork_while_workers_start", WORKERS, |round, e| {
+        // Before the fix, the last workers were often still starting after
+        // this.
         for i in 0..2 * WORKERS {
             let v = e.new_var().expect("var");
             let lane = if i % 2 == 0 {
@@ -52,18 +41,5 @@ fn main() {
                 .run(|| {})
                 .expect("push");
         }
-        spin_for_round(round);
-        let result = fork_raw(|| child_starts_threads().map(|()| String::new()))
-            .and_then(|pid| wait_child(pid, CHILD_LIMIT));
-        if let Err(err) = result {
-            say(&format!(
-                "    round {round}: {err}\nfork_while_workers_start: FAILED\n"
-            ));
-            std::process::exit(1);
-        }
-        e.shutdown(Duration::from_secs(5)).expect("shutdown");
-    }
-    say(&format!(
-        "fork_while_workers_start: {rounds} rounds passed\n"
-    ));
+    });
 }

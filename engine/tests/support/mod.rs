@@ -237,21 +237,41 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
     Ok(lost.len())
 }
 
-/// Rounds of a looping fork test: `FORKSAFE_ROUNDS`, or `default`.
-pub fn rounds_from_env(default: u32) -> u32 {
-    std::env::var("FORKSAFE_ROUNDS")
+/// The body of a looping fork test (`fork_after_shutdown`,
+/// `fork_while_workers_start`): `FORKSAFE_ROUNDS` rounds (default 2000),
+/// each with a fresh engine of `workers` workers per lane on which
+/// `before_fork` runs; then a raw fork at a round-dependent moment (0 to
+/// 31 × 200 spin hints later, so the rounds sample the whole window the
+/// step races with; a spin, not a sleep: no timing is asserted). The child
+/// must start threads ([`child_starts_threads`]) within 5 s (a healthy one
+/// takes milliseconds). Exits 1 at the first failed or hung child, else
+/// reports the rounds passed.
+pub fn fork_rounds(name: &str, workers: usize, before_fork: impl Fn(u32, &Engine)) {
+    quiet_panics();
+    let rounds: u32 = std::env::var("FORKSAFE_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Spins for a round-dependent while (0 to 31 × 200 spin hints), so that
-/// the rounds of a looping fork test fork at a spread of moments after
-/// the step they race with. A spin, not a sleep: no timing is asserted.
-pub fn spin_for_round(round: u32) {
-    for _ in 0..(round % 32) * 200 {
-        std::hint::spin_loop();
+        .unwrap_or(2000);
+    for round in 0..rounds {
+        let e = Engine::new(forksafe::Config {
+            compute_workers: workers,
+            host_workers: workers,
+            ..forksafe::Config::default()
+        })
+        .expect("engine");
+        before_fork(round, &e);
+        for _ in 0..(round % 32) * 200 {
+            std::hint::spin_loop();
+        }
+        // The child leaves with `_exit`; it never returns into this loop.
+        let result = fork_raw(|| child_starts_threads().map(|()| String::new()))
+            .and_then(|pid| wait_child(pid, Duration::from_secs(5)));
+        if let Err(err) = result {
+            say(&format!("    round {round}: {err}\n{name}: FAILED\n"));
+            std::process::exit(1);
+        }
     }
+    say(&format!("{name}: {rounds} rounds passed\n"));
 }
 
 /// A fork child's check that threads still start: a fresh thread must
