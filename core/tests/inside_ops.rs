@@ -4,7 +4,7 @@
 //! blocked wait wakes to poll the host for Ctrl-C. Found by the full
 //! mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use crate::support::{sets, spec as job, wait_until, Concurrency, Job};
+use crate::support::{push_blocker, sets, spec as job, wait_until, Concurrency, Job};
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Var};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -302,15 +302,8 @@ fn a_second_wait_with_a_surplus_worker_gets_no_further_worker() {
     }))
     .unwrap();
     // B runs on the stand-in until the test releases it.
-    let (b_started_tx, b_started_rx) = mpsc::channel();
-    let (b_go_tx, b_go_rx) = mpsc::channel::<()>();
-    e.push(job(move || {
-        b_started_tx.send(()).unwrap();
-        b_go_rx.recv().unwrap();
-        Ok(())
-    }))
-    .unwrap();
-    b_started_rx.recv_timeout(BOUND).expect("B never started");
+    let b_go = Arc::new(AtomicBool::new(false));
+    push_blocker(&e, &b_go);
     u_token.complete(Ok(())).unwrap();
     assert_eq!(mid_rx.recv_timeout(BOUND).unwrap(), Ok(()));
     // Both workers busy (A paused, B), no wait blocked: Q queues.
@@ -322,7 +315,7 @@ fn a_second_wait_with_a_surplus_worker_gets_no_further_worker() {
         !ran_early,
         "Q ran on a third worker while A waited and B ran"
     );
-    b_go_tx.send(()).unwrap();
+    b_go.store(true, Ordering::SeqCst);
     assert!(
         wait_until(BOUND, || q_ran.load(Ordering::SeqCst)),
         "Q never ran"

@@ -2,42 +2,17 @@
 //! what a shutdown reports about queued and running ops (I8). Found by the
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
-use crate::support::{engine_with, sets, spec as job, wait_until, Job};
+use crate::support::{
+    engine_with, push_blocker, push_blocker_on, sets, spec as job, wait_until, Job,
+};
 use forksafe_core::gil::GilBridge;
-use forksafe_core::{Engine, Priority, Var, STARVATION_LIMIT};
+use forksafe_core::{Engine, Priority, STARVATION_LIMIT};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn one_worker() -> Engine<Job> {
     engine_with(1)
-}
-
-/// Pushes an op that holds the only worker until `go` is set (bounded, so
-/// a broken engine fails instead of hanging), and returns once it runs:
-/// ops pushed after it cannot overtake it.
-fn push_blocker(e: &Engine<Job>, go: &Arc<AtomicBool>) -> u64 {
-    push_blocker_on(e, go, &[])
-}
-
-/// [`push_blocker`], writing `vars`.
-fn push_blocker_on(e: &Engine<Job>, go: &Arc<AtomicBool>, vars: &[Var<Job>]) -> u64 {
-    let (go, started) = (go.clone(), Arc::new(AtomicBool::new(false)));
-    let s = started.clone();
-    let id = e
-        .push(
-            job(move || {
-                s.store(true, Ordering::SeqCst);
-                wait_until(Duration::from_secs(10), || go.load(Ordering::SeqCst));
-                Ok(())
-            })
-            .writes(vars),
-        )
-        .unwrap();
-    while !started.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
-    id
 }
 
 /// Higher bands first, FIFO within a band, and a waiting low op is

@@ -105,3 +105,37 @@ pub fn sets(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> OpSpec<Job>
         Ok(())
     })
 }
+
+/// Pushes an op that holds a worker until `go` is set (bounded, so a
+/// broken engine fails instead of hanging), and returns once it runs: on a
+/// lane of one, ops pushed after it cannot overtake it.
+pub fn push_blocker(e: &Engine<Job>, go: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    push_blocker_on(e, go, &[])
+}
+
+/// [`push_blocker`], writing `vars`.
+pub fn push_blocker_on(
+    e: &Engine<Job>,
+    go: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    vars: &[forksafe_core::Var<Job>],
+) -> u64 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (go, started) = (go.clone(), std::sync::Arc::new(AtomicBool::new(false)));
+    let s = started.clone();
+    let id = e
+        .push(
+            spec(move || {
+                s.store(true, Ordering::SeqCst);
+                wait_until(std::time::Duration::from_secs(10), || {
+                    go.load(Ordering::SeqCst)
+                });
+                Ok(())
+            })
+            .writes(vars),
+        )
+        .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    id
+}
