@@ -69,18 +69,35 @@ impl Concurrency {
 
 /// Pushes an op that sleeps `ms` milliseconds, and returns once it runs.
 pub fn push_running(e: &Engine<Job>, ms: u64) {
+    push_started(e, &[], move || {
+        std::thread::sleep(std::time::Duration::from_millis(ms))
+    });
+}
+
+/// Pushes a sync op writing `vars` that runs `body`, and returns its id once
+/// the body has started.
+fn push_started(
+    e: &Engine<Job>,
+    vars: &[forksafe_core::Var<Job>],
+    body: impl FnOnce() + Send + 'static,
+) -> u64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     let started = std::sync::Arc::new(AtomicBool::new(false));
     let s = started.clone();
-    e.push(spec(move || {
-        s.store(true, Ordering::SeqCst);
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        Ok(())
-    }))
-    .unwrap();
+    let id = e
+        .push(
+            spec(move || {
+                s.store(true, Ordering::SeqCst);
+                body();
+                Ok(())
+            })
+            .writes(vars),
+        )
+        .unwrap();
     while !started.load(Ordering::SeqCst) {
         std::thread::yield_now();
     }
+    id
 }
 
 /// Polls `done` every millisecond until it holds or `bound` has passed;
@@ -119,23 +136,10 @@ pub fn push_blocker_on(
     go: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     vars: &[forksafe_core::Var<Job>],
 ) -> u64 {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let (go, started) = (go.clone(), std::sync::Arc::new(AtomicBool::new(false)));
-    let s = started.clone();
-    let id = e
-        .push(
-            spec(move || {
-                s.store(true, Ordering::SeqCst);
-                wait_until(std::time::Duration::from_secs(10), || {
-                    go.load(Ordering::SeqCst)
-                });
-                Ok(())
-            })
-            .writes(vars),
-        )
-        .unwrap();
-    while !started.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
-    id
+    let go = go.clone();
+    push_started(e, vars, move || {
+        wait_until(std::time::Duration::from_secs(10), || {
+            go.load(std::sync::atomic::Ordering::SeqCst)
+        });
+    })
 }
