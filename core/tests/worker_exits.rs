@@ -14,12 +14,12 @@ use std::time::Duration;
 
 /// Threads that ran a body, and how many of them have exited.
 #[derive(Default)]
-struct Exits {
+struct ThreadExits {
     started: AtomicUsize,
     exited: AtomicUsize,
 }
 
-struct ExitGuard(Arc<Exits>);
+struct ExitGuard(Arc<ThreadExits>);
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
@@ -35,7 +35,7 @@ thread_local! {
 }
 
 /// Called in a body: counts its thread once, and its exit.
-fn mark_thread(exits: &Arc<Exits>) {
+fn mark_thread(exits: &Arc<ThreadExits>) {
     GUARD.with(|g| {
         let mut g = g.borrow_mut();
         if g.is_none() {
@@ -58,7 +58,7 @@ fn engine() -> Arc<Engine<Job>> {
 #[test]
 fn shutdown_returns_after_its_idle_workers_are_gone() {
     let e = engine();
-    let exits = Arc::new(Exits::default());
+    let exits = Arc::new(ThreadExits::default());
     for lane in [Lane::Compute, Lane::Compute, Lane::Host] {
         let x = exits.clone();
         e.push(
@@ -82,7 +82,7 @@ fn shutdown_returns_after_its_idle_workers_are_gone() {
 #[test]
 fn shutdown_from_inside_an_op_joins_the_other_workers_only() {
     let e = engine();
-    let exits = Arc::new(Exits::default());
+    let exits = Arc::new(ThreadExits::default());
     // Both compute workers and the host worker run a body.
     let (tx, rx) = mpsc::channel::<()>();
     let (meet_tx, meet_rx) = mpsc::channel::<()>();
@@ -127,8 +127,9 @@ fn shutdown_from_inside_an_op_joins_the_other_workers_only() {
 }
 
 /// Fork prepare's wait for starting workers (L8): it returns only once no
-/// thread is counted as starting. Seen through `Exits` itself: a worker's
-/// start-up window is too short to hold open from a test.
+/// thread is counted as starting. Seen through `forksafe_core::sync::Exits`
+/// itself: a worker's start-up window is too short to hold open from a
+/// test.
 #[test]
 fn waiting_for_starting_threads_returns_only_once_none_is_counted() {
     let exits = Arc::new(forksafe_core::sync::Exits::new());
