@@ -126,15 +126,6 @@ fn run_scenario(name: &str) -> (bool, String) {
     }
 }
 
-fn engine(compute: usize, host: usize) -> Engine {
-    Engine::new(Config {
-        compute_workers: compute,
-        host_workers: host,
-        ..Config::default()
-    })
-    .expect("engine")
-}
-
 fn gil_engine(compute: usize, host: usize) -> (Engine, Arc<GilBridge>) {
     let gil = Arc::new(GilBridge::new());
     let e = Engine::with_bridge(

@@ -127,6 +127,16 @@ pub fn push_counted(
     Ok(())
 }
 
+/// An engine with `compute` and `host` workers (panics if it cannot start).
+pub fn engine(compute: usize, host: usize) -> Engine {
+    Engine::new(forksafe::Config {
+        compute_workers: compute,
+        host_workers: host,
+        ..forksafe::Config::default()
+    })
+    .expect("engine")
+}
+
 pub fn new_vars(e: &Engine, n: usize) -> Vec<Var> {
     (0..n).map(|_| e.new_var().unwrap()).collect()
 }
@@ -253,12 +263,7 @@ pub fn fork_rounds(name: &str, workers: usize, before_fork: impl Fn(u32, &Engine
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
     for round in 0..rounds {
-        let e = Engine::new(forksafe::Config {
-            compute_workers: workers,
-            host_workers: workers,
-            ..forksafe::Config::default()
-        })
-        .expect("engine");
+        let e = engine(workers, workers);
         before_fork(round, &e);
         for _ in 0..(round % 32) * 200 {
             std::hint::spin_loop();
