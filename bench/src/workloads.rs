@@ -90,10 +90,13 @@ pub fn run(engine: &Engine, fx: &Fixture, name: &str) -> Option<Duration> {
             }
         }
         "dag" | "dag-2us" => {
-            let busy = name == "dag-2us";
+            let (busy, label) = match name {
+                "dag" => (false, "dag"),
+                _ => (true, "dag-2us"),
+            };
             for p in &fx.dag {
                 let v = |k: usize| &fx.vars[p[k] as usize];
-                let op = engine.op(name).reads(&[v(0), v(1)]).writes(&[v(2)]);
+                let op = engine.op(label).reads(&[v(0), v(1)]).writes(&[v(2)]);
                 if busy {
                     op.run(busy_2us).expect("push");
                 } else {

@@ -81,6 +81,8 @@ pub enum Error {
     DeletedVar,
     /// The var appears twice in one op (in one list, or in both).
     DuplicateVar,
+    /// The op names more than [`crate::MAX_OP_VARS`] vars.
+    TooManyVars,
     /// The engine is shutting down or stopped.
     ShutDown,
     /// The pending-op bound is reached (`try_push`).
@@ -119,6 +121,7 @@ impl fmt::Display for Error {
             Error::ForeignVar => write!(f, "var belongs to another engine"),
             Error::DeletedVar => write!(f, "var was deleted"),
             Error::DuplicateVar => write!(f, "var appears more than once in one op"),
+            Error::TooManyVars => write!(f, "op names more than {} vars", crate::MAX_OP_VARS),
             Error::ShutDown => write!(f, "engine is shut down"),
             Error::Full => write!(f, "pending-op bound reached"),
             Error::ForkInProgress => write!(f, "called between fork prepare and parent/child"),

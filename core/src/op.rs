@@ -3,9 +3,14 @@
 //! cloneable effect descriptors and the engine crate uses closures.
 
 use crate::error::OpError;
-use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::op_name::OpName;
+use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, TakeOnce};
 use crate::token::CompletionToken;
-use crate::var::Var;
+use crate::var::{Var, VarState};
+
+/// The most vars one op may name (reads and writes together); a push naming
+/// more gets [`crate::Error::TooManyVars`].
+pub const MAX_OP_VARS: usize = 65_535;
 
 /// Which worker pool runs an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,7 +107,7 @@ pub struct OpSpec<P> {
     pub(crate) writes: Vec<Var<P>>,
     pub(crate) lane: Lane,
     pub(crate) priority: Priority,
-    pub(crate) name: Option<String>,
+    pub(crate) name: Option<OpName>,
     pub(crate) run_on_error: bool,
     pub(crate) action: Action,
 }
@@ -122,14 +127,14 @@ impl<P: Payload> OpSpec<P> {
         }
     }
 
-    pub(crate) fn internal(action: Action, var: &Var<P>, name: &str) -> Self {
+    pub(crate) fn internal(action: Action, var: &Var<P>, name: &'static str) -> Self {
         OpSpec {
             payload: None,
             reads: Vec::new(),
             writes: vec![var.clone()],
             lane: Lane::Compute,
             priority: Priority::Normal,
-            name: Some(name.to_string()),
+            name: Some(OpName::from_static(name)),
             run_on_error: true,
             action,
         }
@@ -175,8 +180,9 @@ impl<P: Payload> OpSpec<P> {
         self.priority = priority;
         self
     }
-    /// A name for reports and errors.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
+    /// A name for reports and errors: a string literal is kept without a
+    /// copy (see [`OpName`]).
+    pub fn name(mut self, name: impl Into<OpName>) -> Self {
         self.name = Some(name.into());
         self
     }
@@ -192,68 +198,205 @@ impl<P: Payload> OpSpec<P> {
     }
 }
 
-/// Op status: queued (waiting for vars or in a ready queue), running
-/// (dispatched, not complete), done.
-pub(crate) const QUEUED: usize = 0;
-pub(crate) const RUNNING: usize = 1;
-pub(crate) const DONE: usize = 2;
+/// Op status, in the low bits of [`OpCell`]'s state word: queued (waiting
+/// for vars or in a ready queue), running (dispatched, not complete), done.
+/// `DONE` has every status bit set, so one `fetch_or` ends any status.
+pub(crate) const QUEUED: u64 = 0;
+pub(crate) const RUNNING: u64 = 1;
+pub(crate) const DONE: u64 = 3;
+const STATUS_BITS: u32 = 2;
+const STATUS: u64 = (1 << STATUS_BITS) - 1;
 
-/// An accepted op. Guards I2: `status` moves QUEUED → RUNNING → DONE or
-/// QUEUED → DONE by compare-and-swap, so it completes exactly once.
+/// The vars of an accepted op, reads first, in the order given, each with
+/// whether the op writes it: one var without an allocation, more in one
+/// boxed slice.
+pub(crate) enum VarList<P> {
+    One([(Arc<VarState<P>>, bool); 1]),
+    Many(Box<[(Arc<VarState<P>>, bool)]>),
+}
+
+impl<P> VarList<P> {
+    /// The vars of `reads` then `writes`.
+    pub(crate) fn new(reads: Vec<Var<P>>, writes: Vec<Var<P>>) -> Self {
+        let uses = reads
+            .into_iter()
+            .map(|v| (v.state, false))
+            .chain(writes.into_iter().map(|v| (v.state, true)));
+        let mut uses = uses.peekable();
+        match (uses.next(), uses.peek()) {
+            (Some(only), None) => VarList::One([only]),
+            (first, _) => VarList::Many(first.into_iter().chain(uses).collect()),
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[(Arc<VarState<P>>, bool)] {
+        match self {
+            VarList::One(one) => one,
+            VarList::Many(many) => many,
+        }
+    }
+}
+
+/// An accepted op. Guards I2: its status moves QUEUED → RUNNING → DONE or
+/// QUEUED → DONE by atomic read-modify-write, so it completes exactly once,
+/// and only the thread that moved it out of QUEUED takes its payload.
+/// Kept small: every pending op has one (README, "Benchmarks").
 pub(crate) struct OpCell<P> {
-    pub(crate) info: OpInfo,
-    /// The fork epoch its token is valid in.
-    pub(crate) epoch: AtomicU64,
-    pub(crate) reads: Vec<Var<P>>,
-    pub(crate) writes: Vec<Var<P>>,
-    pub(crate) run_on_error: bool,
-    pub(crate) action: Action,
+    /// Push sequence number, unique per engine.
+    pub(crate) id: u64,
+    /// The status (low [`STATUS_BITS`] bits) and, above it, the fork epoch
+    /// the op's token is valid in. One word, so the op record stays small;
+    /// the epoch changes only while a fork child settles, on its only
+    /// thread.
+    state: AtomicU64,
     /// Var grants still missing, plus one held by the pusher until every
     /// var has been appended to.
-    pub(crate) missing: AtomicUsize,
-    pub(crate) status: AtomicUsize,
-    pub(crate) payload: Mutex<Option<P>>,
+    pub(crate) missing: AtomicU32,
+    pub(crate) lane: Lane,
+    pub(crate) priority: Priority,
+    pub(crate) action: Action,
+    pub(crate) run_on_error: bool,
+    pub(crate) name: OpName,
+    pub(crate) vars: VarList<P>,
+    payload: TakeOnce<P>,
 }
 
 impl<P> OpCell<P> {
+    /// A queued op of fork epoch `epoch`, still missing `missing` grants.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u64,
+        epoch: u64,
+        name: OpName,
+        lane: Lane,
+        priority: Priority,
+        action: Action,
+        run_on_error: bool,
+        vars: VarList<P>,
+        missing: u32,
+        payload: Option<P>,
+    ) -> Self {
+        OpCell {
+            id,
+            state: AtomicU64::new(epoch << STATUS_BITS | QUEUED),
+            missing: AtomicU32::new(missing),
+            lane,
+            priority,
+            action,
+            run_on_error,
+            name,
+            vars,
+            payload: TakeOnce::new(payload),
+        }
+    }
+
     /// Records one more var grant; true when the op became ready.
     pub(crate) fn grant(&self) -> bool {
         self.missing.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
+    /// Moves the status from `from` to `to` if it is `from`; the epoch bits
+    /// are kept (they change only on a fork child's only thread).
+    fn change_status(&self, from: u64, to: u64) -> bool {
+        let mut now = self.state.load(Ordering::Acquire);
+        loop {
+            if now & STATUS != from {
+                return false;
+            }
+            match self.state.compare_exchange(
+                now,
+                now & !STATUS | to,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => now = actual,
+            }
+        }
+    }
+
     pub(crate) fn try_start(&self) -> bool {
-        self.status
-            .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.change_status(QUEUED, RUNNING)
     }
 
     /// Marks the op done; returns the status it had, or `None` if it was
     /// already done (a second completion).
-    pub(crate) fn try_finish(&self) -> Option<usize> {
-        let before = self.status.swap(DONE, Ordering::AcqRel);
+    pub(crate) fn try_finish(&self) -> Option<u64> {
+        let before = self.state.fetch_or(DONE, Ordering::AcqRel) & STATUS;
         (before != DONE).then_some(before)
     }
 
     /// Marks a queued (not dispatched) op done, for cancellation.
     pub(crate) fn try_cancel(&self) -> bool {
-        self.status
-            .compare_exchange(QUEUED, DONE, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.change_status(QUEUED, DONE)
+    }
+
+    /// The status (model snapshots).
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn status(&self) -> u64 {
+        self.state.load(Ordering::Acquire) & STATUS
+    }
+
+    pub(crate) fn is(&self, status: u64) -> bool {
+        self.state.load(Ordering::Acquire) & STATUS == status
+    }
+
+    /// The fork epoch the op's token is valid in.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.state.load(Ordering::Acquire) >> STATUS_BITS
+    }
+
+    /// Moves the op to fork epoch `epoch`, keeping its status; only on a
+    /// fork child's only thread, while it settles.
+    pub(crate) fn set_epoch(&self, epoch: u64) {
+        let status = self.state.load(Ordering::Acquire) & STATUS;
+        self.state
+            .store(epoch << STATUS_BITS | status, Ordering::Release);
     }
 
     /// Every var the op names, with whether it writes it.
-    pub(crate) fn vars(&self) -> impl Iterator<Item = (&Var<P>, bool)> {
-        self.reads
-            .iter()
-            .map(|v| (v, false))
-            .chain(self.writes.iter().map(|v| (v, true)))
+    pub(crate) fn vars(&self) -> impl Iterator<Item = (&Arc<VarState<P>>, bool)> {
+        self.vars.as_slice().iter().map(|(v, write)| (v, *write))
     }
 
-    pub(crate) fn is(&self, status: usize) -> bool {
-        self.status.load(Ordering::Acquire) == status
+    /// Takes the payload.
+    ///
+    /// # Safety
+    ///
+    /// The caller moved the status out of `QUEUED` ([`OpCell::try_start`],
+    /// [`OpCell::try_cancel`]) and has not taken the payload before, or it is
+    /// a fork child's only thread settling the engine.
+    pub(crate) unsafe fn take_payload(&self) -> Option<P> {
+        // SAFETY: passed on from the caller; the status change (AcqRel)
+        // orders this take after the push that stored the payload.
+        unsafe { self.payload.take() }
+    }
+
+    /// A copy of the payload (model snapshots).
+    ///
+    /// # Safety
+    ///
+    /// The fork gate is closed, so no thread takes the payload meanwhile.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) unsafe fn cloned_payload(&self) -> Option<P>
+    where
+        P: Clone,
+    {
+        // SAFETY: passed on from the caller.
+        unsafe { self.payload.cloned() }
+    }
+
+    /// What identifies the op in reports and errors.
+    pub(crate) fn info(&self) -> OpInfo {
+        OpInfo {
+            id: self.id,
+            name: self.name.to_string(),
+            lane: self.lane,
+            priority: self.priority,
+        }
     }
 
     pub(crate) fn error(&self, kind: crate::error::OpErrorKind) -> OpError {
-        OpError::new(self.info.clone(), kind)
+        OpError::new(self.info(), kind)
     }
 }

@@ -54,7 +54,7 @@ impl<P> LaneState<P> {
     }
 
     pub(crate) fn push(&mut self, op: Arc<OpCell<P>>) {
-        self.bands[op.info.priority.index()].push_back(op);
+        self.bands[op.priority.index()].push_back(op);
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -82,7 +82,7 @@ impl<P> LaneState<P> {
     /// Ids of the queued ops, band by band.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn ids(&self) -> Vec<u64> {
-        self.bands.iter().flatten().map(|op| op.info.id).collect()
+        self.bands.iter().flatten().map(|op| op.id).collect()
     }
 
     /// Removes and returns every queued op (shutdown, fork child).

@@ -18,11 +18,7 @@ pub struct CompletionToken<P: Payload> {
 
 impl<P: Payload> fmt::Debug for CompletionToken<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "CompletionToken(op '{}' #{})",
-            self.op.info.name, self.op.info.id
-        )
+        write!(f, "CompletionToken(op '{}' #{})", self.op.name, self.op.id)
     }
 }
 
@@ -41,7 +37,7 @@ impl<P: Payload> CompletionToken<P> {
 
     /// The id of the op this token completes.
     pub fn op_id(&self) -> u64 {
-        self.op.info.id
+        self.op.id
     }
 }
 
@@ -53,7 +49,7 @@ impl<P: Payload> Drop for CompletionToken<P> {
         // Dropped while the op's own body unwinds from a panic: the worker
         // that runs the body completes the op with that panic (I7), so the
         // error keeps the panic's message instead of `TokenDropped`.
-        if crate::sync::panicking() && self.shared.calling_op() == Some(self.op.info.id) {
+        if crate::sync::panicking() && self.shared.calling_op() == Some(self.op.id) {
             return;
         }
         let err = self.op.error(OpErrorKind::TokenDropped);

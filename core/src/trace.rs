@@ -4,7 +4,7 @@
 //! inside a fork-gate section (so no thread holds it when the process
 //! forks), never while host code runs (H1).
 
-use crate::op::{Lane, OpInfo};
+use crate::op::{Lane, OpCell};
 use crate::sync::{AtomicBool, Mutex, Ordering, MODEL_BUILD};
 use std::time::Instant;
 
@@ -74,16 +74,16 @@ impl Tracer {
 
     /// Records a body that started at `start` and has just returned; inside
     /// a section.
-    pub(crate) fn record(&self, info: &OpInfo, worker: usize, start: Instant) {
+    pub(crate) fn record<P>(&self, op: &OpCell<P>, worker: usize, start: Instant) {
         let end = Instant::now();
         let mut r = self.inner.lock();
         let origin = *r.origin.get_or_insert(start);
         let start_ns = start.saturating_duration_since(origin).as_nanos();
         let dur_ns = end.saturating_duration_since(start).as_nanos();
         r.events.push(TraceEvent {
-            op: info.id,
-            name: info.name.clone(),
-            lane: info.lane,
+            op: op.id,
+            name: op.name.to_string(),
+            lane: op.lane,
             worker,
             thread: crate::sync::thread_number(),
             start_ns: u64::try_from(start_ns).unwrap_or(u64::MAX),

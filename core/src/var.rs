@@ -54,12 +54,11 @@ pub(crate) struct VarState<P> {
     pub(crate) inner: Mutex<VarInner<P>>,
 }
 
-/// A queued (not yet granted) use of a var.
+/// A use of a var by an op, granted or queued. Two words: every pending op
+/// has one per var (README, "Benchmarks").
 pub(crate) struct Use<P> {
     pub(crate) op: Arc<OpCell<P>>,
     pub(crate) write: bool,
-    /// For writes: the 1-based index of this write among the var's writes.
-    pub(crate) write_index: u64,
 }
 
 /// The state of one var. Guards I1 (grant order) and I7 (poison).
@@ -68,8 +67,6 @@ pub(crate) struct VarInner<P> {
     pub(crate) holders: Vec<Use<P>>,
     /// Uses waiting for their turn, in push order.
     pub(crate) queue: VecDeque<Use<P>>,
-    /// Writes pushed so far.
-    pub(crate) pushed_writes: u64,
     /// Writes completed so far: the var's version.
     pub(crate) version: u64,
     pub(crate) poison: Option<OpError>,
@@ -86,7 +83,6 @@ impl<P> VarInner<P> {
         VarInner {
             holders: Vec::new(),
             queue: VecDeque::new(),
-            pushed_writes: 0,
             version: 0,
             poison: None,
             deleted: false,
@@ -101,16 +97,9 @@ impl<P> VarInner<P> {
 
     /// Appends a use in push order; returns true if it is granted at once.
     pub(crate) fn append(&mut self, op: &Arc<OpCell<P>>, write: bool) -> bool {
-        let write_index = if write {
-            self.pushed_writes += 1;
-            self.pushed_writes
-        } else {
-            0
-        };
         let u = Use {
             op: op.clone(),
             write,
-            write_index,
         };
         let grant = self.queue.is_empty()
             && if write {
@@ -159,14 +148,15 @@ impl<P> VarInner<P> {
         }
     }
 
-    /// Writes with index `<= target` not yet completed; from inside op
-    /// `caller`, only those pushed before it.
-    pub(crate) fn pending_writes(&self, target: u64, caller: Option<u64>) -> Vec<Arc<OpCell<P>>> {
+    /// Writes not yet completed of ops with an id below `below`. Every op
+    /// takes its id holding the locks of all its vars, so, read under this
+    /// var's lock, the engine's next op id bounds exactly the ops already
+    /// appended here.
+    pub(crate) fn pending_writes(&self, below: u64) -> Vec<Arc<OpCell<P>>> {
         self.holders
             .iter()
             .chain(self.queue.iter())
-            .filter(|u| u.write && u.write_index <= target)
-            .filter(|u| caller.is_none_or(|c| u.op.info.id < c))
+            .filter(|u| u.write && u.op.id < below)
             .map(|u| u.op.clone())
             .collect()
     }

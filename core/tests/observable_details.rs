@@ -188,6 +188,7 @@ fn errors_name_their_op_and_what_happened() {
         (Error::ForeignVar, "another engine".to_string()),
         (Error::DeletedVar, "deleted".into()),
         (Error::DuplicateVar, "more than once".into()),
+        (Error::TooManyVars, "more than 65535 vars".into()),
         (Error::ShutDown, "shut down".into()),
         (Error::Full, "bound".into()),
         (Error::ForkInProgress, "fork".into()),

@@ -1,7 +1,9 @@
 //! Basic behaviour on real threads.
 
 use crate::support::{job, Job};
-use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec};
+use forksafe_core::{
+    CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec, MAX_OP_VARS,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -235,6 +237,17 @@ fn bad_input_is_a_typed_error_and_loses_nothing() {
     .unwrap();
     let twice = OpSpec::new(job(|| Ok(()))).writes(&[v.clone(), v.clone()]);
     assert_eq!(e.push(twice).unwrap_err(), Error::DuplicateVar);
+    // The most vars one op may name is accepted; one more is refused.
+    let many: Vec<_> = (0..=MAX_OP_VARS).map(|_| e.new_var().unwrap()).collect();
+    let (most, last) = many.split_at(MAX_OP_VARS);
+    let over = OpSpec::new(job(|| Ok(()))).reads(most).writes(last);
+    assert_eq!(e.push(over).unwrap_err(), Error::TooManyVars);
+    e.push(
+        OpSpec::new(job(|| Ok(())))
+            .reads(&most[1..])
+            .writes(&most[..1]),
+    )
+    .unwrap();
     assert_eq!(
         e.wait_all_timeout(Duration::ZERO).unwrap_err(),
         Error::ZeroTimeout

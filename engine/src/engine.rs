@@ -7,7 +7,7 @@ use crate::{
     Config, ForkReport, HostBridge, NoHost, OpBuilder, OpError, QuiesceGuard, Result,
     ShutdownReport, State, Task, Trace, Var,
 };
-use forksafe_core::OpSpec;
+use forksafe_core::{OpName, OpSpec};
 use std::time::Duration;
 
 /// An op id: the push sequence number, unique per engine.
@@ -83,7 +83,8 @@ impl Engine {
         self.inner.new_var()
     }
 
-    /// Starts building an op named `name` (see [`OpBuilder`]).
+    /// Starts building an op named `name` (see [`OpBuilder`]): a string
+    /// literal is kept without a copy, a `String` as is ([`OpName`]).
     ///
     /// ```
     /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
@@ -91,7 +92,7 @@ impl Engine {
     /// engine.op("write v").writes(&[&v]).run(|| {}).unwrap();
     /// engine.wait_for_var(&v).unwrap();
     /// ```
-    pub fn op(&self, name: impl Into<String>) -> OpBuilder<'_> {
+    pub fn op(&self, name: impl Into<OpName>) -> OpBuilder<'_> {
         OpBuilder::new(self, name.into())
     }
 

@@ -66,8 +66,8 @@ pub use trace::Trace;
 /// The concurrency core this crate is built on.
 pub use forksafe_core as core;
 pub use forksafe_core::{
-    Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, Priority, Result, ShutdownReport, State,
-    TraceEvent,
+    Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, OpName, Priority, Result,
+    ShutdownReport, State, TraceEvent, MAX_OP_VARS,
 };
 
 /// A var of the production engine: a handle naming a resource, whose

@@ -1,6 +1,6 @@
 //! The push API: `engine.op("name").reads(..).writes(..).run(..)`.
 
-use crate::{Engine, Lane, OpId, Priority, Result, Task, Token, Var};
+use crate::{Engine, Lane, OpId, OpName, Priority, Result, Task, Token, Var};
 use forksafe_core::OpSpec;
 
 /// An op being built; finish it with [`OpBuilder::run`],
@@ -23,7 +23,7 @@ use forksafe_core::OpSpec;
 #[must_use = "an op is pushed only by one of the run methods"]
 pub struct OpBuilder<'e> {
     engine: &'e Engine,
-    name: String,
+    name: OpName,
     reads: Vec<Var>,
     writes: Vec<Var>,
     lane: Lane,
@@ -45,7 +45,7 @@ impl std::fmt::Debug for OpBuilder<'_> {
 }
 
 impl<'e> OpBuilder<'e> {
-    pub(crate) fn new(engine: &'e Engine, name: String) -> Self {
+    pub(crate) fn new(engine: &'e Engine, name: OpName) -> Self {
         OpBuilder {
             engine,
             name,

@@ -71,7 +71,7 @@ impl<P: Payload> Shared<P> {
         let mut wake: Vec<Thread> = Vec::new();
         let inline = {
             let _section = this.enter()?;
-            if op.epoch.load(Ordering::Acquire) != this.epoch.load(Ordering::Acquire) {
+            if op.epoch() != this.epoch.load(Ordering::Acquire) {
                 return Err(Error::StaleEpoch);
             }
             let before = match which {
@@ -104,11 +104,11 @@ impl<P: Payload> Shared<P> {
                 this.ctl.lock().errors.push(e.clone());
             }
             if before == RUNNING {
-                let mut ls = this.lane(op.info.lane).lock();
+                let mut ls = this.lane(op.lane).lock();
                 ls.running -= 1;
                 wake.append(&mut ls.drain_waiters);
             }
-            this.forget_live(op.info.id, &mut wake);
+            this.forget_live(op.id, &mut wake);
             this.release_reservation();
             this.dispatch(ready, worker, &mut spawns)
         };
@@ -129,7 +129,7 @@ impl<P: Payload> Shared<P> {
         wake: &mut Vec<Thread>,
     ) {
         for (var, write) in op.vars() {
-            let mut v = var.state.inner.lock();
+            let mut v = var.inner.lock();
             if write {
                 match (op.action, error) {
                     // A clear lost in a fork child does not run: it
@@ -152,11 +152,11 @@ impl<P: Payload> Shared<P> {
     /// callers that may now return; inside a section.
     pub(crate) fn forget_live(&self, id: u64, wake: &mut Vec<Thread>) {
         let mut shard = self.live_shard(id).lock();
-        shard.remove(&id);
+        shard.remove(id);
         // Read under the shard lock: a waiter registers before it scans the
         // shards, so either it sees this removal or this load sees it.
         if self.all_waiting.load(Ordering::SeqCst) > 0 && !mutant::active(Mutant::LostNotify) {
-            let lowest = shard.keys().next().copied();
+            let lowest = shard.lowest();
             for w in self.all_waiters.lock().iter() {
                 if lowest.is_none_or(|l| l >= w.limit) {
                     wake.push(w.thread.clone());

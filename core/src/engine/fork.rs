@@ -6,7 +6,7 @@
 use super::Shared;
 use crate::error::OpErrorKind;
 use crate::lifecycle::{next, Event, State};
-use crate::op::{Action, Lane, OpCell, OpInfo, Payload, DONE};
+use crate::op::{Action, Lane, OpCell, OpInfo, Payload};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{spin_step, Arc, Ordering};
 
@@ -103,10 +103,10 @@ impl<P: Payload> Shared<P> {
         let mut errors = Vec::new();
         let mut carried_lane = None;
         for op in self.live_ops() {
-            if Some(op.info.id) == carried_id {
-                op.epoch.store(epoch, Ordering::Release);
-                carried_lane = Some(op.info.lane);
-                report.carried = Some(op.info.clone());
+            if Some(op.id) == carried_id {
+                op.set_epoch(epoch);
+                carried_lane = Some(op.lane);
+                report.carried = Some(op.info());
                 continue;
             }
             if mutant::active(Mutant::ChildRerun) {
@@ -116,7 +116,7 @@ impl<P: Payload> Shared<P> {
             self.lose(&op, err.as_ref());
             match err {
                 Some(e) => {
-                    report.lost.push(op.info.clone());
+                    report.lost.push(op.info());
                     errors.push(e);
                 }
                 None => report.deletions += 1,
@@ -157,15 +157,17 @@ impl<P: Payload> Shared<P> {
 
     /// Negative control (d): the child runs an inherited op's body.
     fn mutant_rerun(&self, op: &Arc<OpCell<P>>) {
-        if let Some(payload) = op.payload.lock().take() {
+        // SAFETY: the fork child's only thread, settling the engine.
+        if let Some(payload) = unsafe { op.take_payload() } {
             let _ = payload.run(None);
         }
     }
 
     /// Completes an inherited op in the child without running it.
     fn lose(&self, op: &Arc<OpCell<P>>, error: Option<&crate::error::OpError>) {
-        op.status.store(DONE, Ordering::Release);
-        if let Some(payload) = op.payload.lock().take() {
+        op.try_finish();
+        // SAFETY: the fork child's only thread, settling the engine.
+        if let Some(payload) = unsafe { op.take_payload() } {
             std::mem::forget(payload);
         }
         let mut granted = Vec::new();
@@ -174,6 +176,6 @@ impl<P: Payload> Shared<P> {
         // Waiters of the parent are gone; ops granted here are lost too.
         drop(waiters);
         drop(granted);
-        self.live_shard(op.info.id).lock().remove(&op.info.id);
+        self.live_shard(op.id).lock().remove(op.id);
     }
 }

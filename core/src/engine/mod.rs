@@ -26,6 +26,7 @@ use crate::error::{Error, OpError, Result};
 use crate::gate::{ForkGate, Section};
 use crate::host::{HostBridge, NoHost};
 use crate::lifecycle::State;
+use crate::live::LiveShard;
 use crate::op::{Lane, OpCell, Payload};
 use crate::ready::LaneState;
 use crate::sync::{
@@ -33,7 +34,6 @@ use crate::sync::{
 };
 use crate::trace::{TraceEvent, Tracer};
 use crate::var::{Var, VarInner, VarState};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Shards of the live-op index: ops spread by id, so completions on
@@ -128,9 +128,6 @@ pub(crate) struct AllWaiter {
     pub(crate) limit: u64,
     pub(crate) thread: Thread,
 }
-
-/// The live ops of one shard, by id.
-pub(crate) type LiveShard<P> = BTreeMap<u64, Arc<OpCell<P>>>;
 
 /// What workers, tokens and the domain share.
 pub(crate) struct Shared<P: Payload> {
@@ -257,7 +254,7 @@ impl<P: Payload> Engine<P> {
             }),
             state: AtomicUsize::new(State::Running.code()),
             live: (0..LIVE_SHARDS)
-                .map(|_| Mutex::new(BTreeMap::new()))
+                .map(|_| Mutex::new(LiveShard::new(LIVE_SHARDS as u64)))
                 .collect(),
             all_waiters: Mutex::new(Vec::new()),
             all_waiting: AtomicUsize::new(0),
@@ -416,16 +413,16 @@ impl<P: Payload> Shared<P> {
 
     /// The live op `id`, if it has not completed.
     pub(crate) fn live_op(&self, id: u64) -> Option<Arc<OpCell<P>>> {
-        self.live_shard(id).lock().get(&id).cloned()
+        self.live_shard(id).lock().get(id).cloned()
     }
 
     /// Every live op, by id.
     pub(crate) fn live_ops(&self) -> Vec<Arc<OpCell<P>>> {
         let mut ops: Vec<Arc<OpCell<P>>> = Vec::new();
         for shard in self.live.iter() {
-            ops.extend(shard.lock().values().cloned());
+            ops.extend(shard.lock().iter().cloned());
         }
-        ops.sort_by_key(|op| op.info.id);
+        ops.sort_by_key(|op| op.id);
         ops
     }
 
@@ -468,13 +465,4 @@ impl<P: Payload> Shared<P> {
             self.bridge.interrupt_poll()
         }
     }
-}
-
-/// Sorts `vars` by id and reports a var given twice.
-pub(crate) fn sorted_unique<P>(vars: &mut [(Var<P>, bool)]) -> Result<()> {
-    vars.sort_by_key(|(v, _)| v.state.id);
-    if vars.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Err(Error::DuplicateVar);
-    }
-    Ok(())
 }

@@ -2,12 +2,13 @@
 //! queue in one step so that push order is the same on every var (I1).
 
 use super::worker::Spawns;
-use super::{sorted_unique, Engine, Shared};
+use super::{Engine, Shared};
 use crate::error::{Error, Result};
-use crate::op::{Action, OpCell, OpInfo, OpSpec, Payload, QUEUED};
+use crate::op::{Action, OpCell, OpSpec, Payload, VarList, MAX_OP_VARS};
 use crate::sync::mutant::{self, Mutant};
-use crate::sync::{current_thread, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::var::Var;
+use crate::sync::{current_thread, Arc, MutexGuard, Ordering};
+use crate::var::{Var, VarInner, VarState};
+use smallvec::SmallVec;
 use std::time::Duration;
 
 impl<P: Payload> Engine<P> {
@@ -52,14 +53,10 @@ impl<P: Payload> Shared<P> {
     /// after a shutdown has returned (I8; the shuttle model
     /// `i8_shutdown_random` catches that variant).
     pub(crate) fn push(this: &Arc<Self>, spec: OpSpec<P>, block: bool) -> Result<u64> {
-        let mut vars: Vec<(Var<P>, bool)> =
-            Vec::with_capacity(spec.reads.len() + spec.writes.len());
-        vars.extend(spec.reads.iter().map(|v| (v.clone(), false)));
-        vars.extend(spec.writes.iter().map(|v| (v.clone(), true)));
-        for (v, _) in &vars {
+        for v in spec.reads.iter().chain(&spec.writes) {
             this.check_var(v)?;
         }
-        sorted_unique(&mut vars)?;
+        let order = lock_order(&spec)?;
         if this.state().refuses_pushes() {
             return Err(Error::ShutDown);
         }
@@ -67,7 +64,7 @@ impl<P: Payload> Shared<P> {
             this.mutant_wait_for_resume();
         }
         this.reserve(block)?;
-        let accepted = Shared::accept(this, spec, vars);
+        let accepted = Shared::accept(this, spec, &order);
         if accepted.is_err() && this.config.max_pending.is_some() {
             match this.enter() {
                 Ok(_section) => this.release_reservation(),
@@ -80,34 +77,50 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Appends the op to its vars' queues, holding every var lock in id
-    /// order so two pushes sharing vars are ordered alike on all of them.
-    fn accept(this: &Arc<Self>, mut spec: OpSpec<P>, vars: Vec<(Var<P>, bool)>) -> Result<u64> {
+    /// order (`order`: positions in the op's var list) so two pushes sharing
+    /// vars are ordered alike on all of them.
+    fn accept(this: &Arc<Self>, spec: OpSpec<P>, order: &[u32]) -> Result<u64> {
+        let OpSpec {
+            payload,
+            reads,
+            writes,
+            lane,
+            priority,
+            name,
+            run_on_error,
+            action,
+        } = spec;
+        let vars = VarList::new(reads, writes);
+        // The vars in lock order, with whether the op writes them: the
+        // guards borrow these, as the list itself moves into the op.
+        let locked: SmallVec<[(Arc<VarState<P>>, bool); 4]> = order
+            .iter()
+            .map(|&i| vars.as_slice()[i as usize].clone())
+            .collect();
         let section = this.enter()?;
-        let mut guards = Vec::with_capacity(vars.len());
-        for (v, _) in &vars {
-            let g = v.state.inner.lock();
+        let mut guards: SmallVec<[MutexGuard<'_, VarInner<P>>; 4]> = SmallVec::new();
+        for (var, _) in &locked {
+            let g = var.inner.lock();
             if g.deleted {
                 return Err(Error::DeletedVar);
             }
             guards.push(g);
         }
         let id = this.next_op.fetch_add(1, Ordering::Relaxed);
-        let op = Arc::new(OpCell {
-            info: OpInfo {
-                id,
-                name: spec.name.take().unwrap_or_else(|| "op".to_string()),
-                lane: spec.lane,
-                priority: spec.priority,
-            },
-            epoch: AtomicU64::new(this.epoch.load(Ordering::Relaxed)),
-            reads: std::mem::take(&mut spec.reads),
-            writes: std::mem::take(&mut spec.writes),
-            run_on_error: spec.run_on_error,
-            action: spec.action,
-            missing: AtomicUsize::new(vars.len() + 1),
-            status: AtomicUsize::new(QUEUED),
-            payload: Mutex::new(spec.payload.take()),
-        });
+        // `lock_order` allows at most MAX_OP_VARS vars, so this fits.
+        let missing = order.len() as u32 + 1;
+        let op = Arc::new(OpCell::new(
+            id,
+            this.epoch.load(Ordering::Relaxed),
+            name.unwrap_or_default(),
+            lane,
+            priority,
+            action,
+            run_on_error,
+            vars,
+            missing,
+            payload,
+        ));
         // In the live index before the state check: shutdown sets its state
         // before it sweeps the index, so either its sweep sees this op or
         // this check sees the shutdown (both go through the shard lock).
@@ -125,8 +138,8 @@ impl<P: Payload> Shared<P> {
         }
         // Otherwise accepted (perhaps already cancelled by the sweep, which
         // waits for these var locks before it releases the op's uses).
-        for (g, (_, write)) in guards.iter_mut().zip(&vars) {
-            if spec.action == crate::op::Action::Delete {
+        for (g, (_, write)) in guards.iter_mut().zip(&locked) {
+            if action == Action::Delete {
                 g.deleted = true;
             }
             if g.append(&op, *write) {
@@ -203,4 +216,30 @@ impl<P: Payload> Shared<P> {
             t.unpark();
         }
     }
+}
+
+/// The positions of `spec`'s vars (reads, then writes) in var-id order: the
+/// order a push takes their locks in. A var named twice, or more than
+/// [`MAX_OP_VARS`] vars, is an error.
+fn lock_order<P>(spec: &OpSpec<P>) -> Result<SmallVec<[u32; 4]>> {
+    let n = spec.reads.len() + spec.writes.len();
+    if n > MAX_OP_VARS {
+        return Err(Error::TooManyVars);
+    }
+    let ids: SmallVec<[u64; 4]> = spec
+        .reads
+        .iter()
+        .chain(&spec.writes)
+        .map(|v| v.state.id)
+        .collect();
+    // `n <= MAX_OP_VARS`, so every position fits.
+    let mut order: SmallVec<[u32; 4]> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&i| ids[i as usize]);
+    if order
+        .windows(2)
+        .any(|w| ids[w[0] as usize] == ids[w[1] as usize])
+    {
+        return Err(Error::DuplicateVar);
+    }
+    Ok(order)
 }

@@ -48,7 +48,7 @@ impl<P: Payload> Shared<P> {
             let caller_lane = this
                 .calling_op()
                 .and_then(|c| this.live_op(c))
-                .map(|op| op.info.lane);
+                .map(|op| op.lane);
             let mut ctl = this.ctl.lock();
             let state = next(ctl.state, Event::Quiesce)?;
             this.set_state(&mut ctl, state);
@@ -109,9 +109,9 @@ impl<P: Payload> Shared<P> {
             out.extend(
                 shard
                     .lock()
-                    .values()
+                    .iter()
                     .filter(|op| op.is(RUNNING))
-                    .map(|op| op.info.clone()),
+                    .map(|op| op.info()),
             );
         }
         out.sort_by_key(|i| i.id);

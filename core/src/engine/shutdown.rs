@@ -60,7 +60,7 @@ impl<P: Payload> Shared<P> {
             Shared::spawn_workers(this, spawns);
         }
         this.wait_live_until(caller, deadline);
-        let report = Shared::stop(this, caller_op.map(|op| op.info.lane));
+        let report = Shared::stop(this, caller_op.map(|op| op.lane));
         Ok(report)
     }
 
@@ -116,13 +116,15 @@ impl<P: Payload> Shared<P> {
             if let Ok((_, true)) =
                 Shared::finish_as(this, &op, Outcome::Raised(err), None, Finish::OnlyQueued)
             {
-                report.cancelled.push(op.info.clone());
+                report.cancelled.push(op.info());
                 let payload = match this.enter() {
-                    Ok(_section) => op.payload.lock().take(),
+                    // SAFETY: this call cancelled the op (moved it out of
+                    // QUEUED), so no worker takes its payload.
+                    Ok(_section) => unsafe { op.take_payload() },
                     Err(_) => None,
                 };
                 if let Some(p) = payload {
-                    payloads.push((op.info.lane, p));
+                    payloads.push((op.lane, p));
                 }
             }
         }

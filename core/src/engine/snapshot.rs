@@ -11,8 +11,9 @@ use crate::domain::ForkDomain;
 use crate::error::{Error, OpError, Result};
 use crate::host::HostBridge;
 use crate::lifecycle::State;
-use crate::op::{Action, Lane, OpCell, OpInfo, Payload};
-use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::op::{Action, Lane, OpCell, OpInfo, Payload, VarList, QUEUED, RUNNING};
+use crate::op_name::OpName;
+use crate::sync::{Arc, Mutex, Ordering};
 use crate::var::{Use, Var, VarInner, VarState};
 use std::collections::HashMap;
 
@@ -38,17 +39,16 @@ struct OpCopy<P> {
     writes: Vec<u64>,
     run_on_error: bool,
     action: Action,
-    missing: usize,
-    status: usize,
+    missing: u32,
+    status: u64,
     payload: Option<P>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct VarCopy {
     id: u64,
-    holders: Vec<(u64, bool, u64)>,
-    queue: Vec<(u64, bool, u64)>,
-    pushed_writes: u64,
+    holders: Vec<(u64, bool)>,
+    queue: Vec<(u64, bool)>,
     version: u64,
     poison: Option<OpError>,
     deleted: bool,
@@ -80,19 +80,20 @@ impl<P: Payload + Clone> Engine<P> {
             .live_ops()
             .iter()
             .map(|op| OpCopy {
-                info: op.info.clone(),
-                reads: op.reads.iter().map(|v| v.state.id).collect(),
-                writes: op.writes.iter().map(|v| v.state.id).collect(),
+                info: op.info(),
+                reads: op.vars().filter(|(_, w)| !w).map(|(v, _)| v.id).collect(),
+                writes: op.vars().filter(|(_, w)| *w).map(|(v, _)| v.id).collect(),
                 run_on_error: op.run_on_error,
                 action: op.action,
                 missing: op.missing.load(Ordering::Acquire),
-                status: op.status.load(Ordering::Acquire),
-                payload: op.payload.lock().clone(),
+                status: op.status(),
+                // SAFETY: the fork gate is closed (checked above), so no
+                // thread takes a payload meanwhile.
+                payload: unsafe { op.cloned_payload() },
             })
             .collect();
-        let copy_uses = |uses: &mut dyn Iterator<Item = &Use<P>>| -> Vec<(u64, bool, u64)> {
-            uses.map(|u| (u.op.info.id, u.write, u.write_index))
-                .collect()
+        let copy_uses = |uses: &mut dyn Iterator<Item = &Use<P>>| -> Vec<(u64, bool)> {
+            uses.map(|u| (u.op.id, u.write)).collect()
         };
         let mut var_copies = Vec::new();
         for v in vars {
@@ -102,7 +103,6 @@ impl<P: Payload + Clone> Engine<P> {
                 id: v.state.id,
                 holders: copy_uses(&mut inner.holders.iter()),
                 queue: copy_uses(&mut inner.queue.iter()),
-                pushed_writes: inner.pushed_writes,
                 version: inner.version,
                 poison: inner.poison.clone(),
                 deleted: inner.deleted,
@@ -167,29 +167,38 @@ impl<P: Payload + Clone> Engine<P> {
         let find = |id: &u64| by_id.get(id).cloned().ok_or(Error::ForeignVar);
         let mut ops: HashMap<u64, Arc<OpCell<P>>> = HashMap::new();
         for o in &snap.ops {
-            let op = Arc::new(OpCell {
-                info: o.info.clone(),
-                epoch: AtomicU64::new(snap.epoch),
-                reads: o.reads.iter().map(find).collect::<Result<_>>()?,
-                writes: o.writes.iter().map(find).collect::<Result<_>>()?,
-                run_on_error: o.run_on_error,
-                action: o.action,
-                missing: AtomicUsize::new(o.missing),
-                status: AtomicUsize::new(o.status),
-                payload: Mutex::new(o.payload.clone()),
-            });
+            let op = Arc::new(OpCell::new(
+                o.info.id,
+                snap.epoch,
+                OpName::from(o.info.name.clone()),
+                o.info.lane,
+                o.info.priority,
+                o.action,
+                o.run_on_error,
+                VarList::new(
+                    o.reads.iter().map(find).collect::<Result<_>>()?,
+                    o.writes.iter().map(find).collect::<Result<_>>()?,
+                ),
+                o.missing,
+                o.payload.clone(),
+            ));
+            match o.status {
+                QUEUED => {}
+                RUNNING => {
+                    op.try_start();
+                }
+                _ => {
+                    op.try_finish();
+                }
+            }
             s.live_shard(o.info.id).lock().insert(o.info.id, op.clone());
             ops.insert(o.info.id, op);
         }
-        let rebuild = |uses: &[(u64, bool, u64)]| -> Result<Vec<Use<P>>> {
+        let rebuild = |uses: &[(u64, bool)]| -> Result<Vec<Use<P>>> {
             uses.iter()
-                .map(|(id, write, write_index)| {
+                .map(|(id, write)| {
                     let op = ops.get(id).cloned().ok_or(Error::ForeignVar)?;
-                    Ok(Use {
-                        op,
-                        write: *write,
-                        write_index: *write_index,
-                    })
+                    Ok(Use { op, write: *write })
                 })
                 .collect()
         };
@@ -197,7 +206,6 @@ impl<P: Payload + Clone> Engine<P> {
             let mut inner = v.state.inner.lock();
             inner.holders = rebuild(&c.holders)?;
             inner.queue = rebuild(&c.queue)?.into();
-            inner.pushed_writes = c.pushed_writes;
             inner.version = c.version;
             inner.poison = c.poison.clone();
             inner.deleted = c.deleted;

@@ -72,25 +72,26 @@ impl<P: Payload> Shared<P> {
         let result = loop {
             let section = this.enter()?;
             let mut v = var.state.inner.lock();
-            let target = *target.get_or_insert(v.pushed_writes);
+            // Read under the var's lock: see `VarInner::pending_writes`.
+            let target = *target.get_or_insert(this.next_op.load(Ordering::Acquire));
             if v.freed {
                 break Err(Error::DeletedVar);
             }
             if let Some(c) = caller {
-                if v.holders.iter().any(|u| u.write && u.op.info.id == c) {
+                if v.holders.iter().any(|u| u.write && u.op.id == c) {
                     break Err(Error::WaitOnSelf);
                 }
             }
-            let pending = v.pending_writes(target, caller);
+            let pending = v.pending_writes(caller.map_or(target, |c| c.min(target)));
             if pending.is_empty() {
                 break match &v.poison {
                     Some(e) => Err(Error::Poisoned(e.clone())),
                     None => Ok(()),
                 };
             }
-            if let Some(e) = this.wait_expired(deadline, || {
-                pending.iter().map(|op| op.info.clone()).collect()
-            }) {
+            if let Some(e) =
+                this.wait_expired(deadline, || pending.iter().map(|op| op.info()).collect())
+            {
                 break Err(e);
             }
             v.waiters.push(current_thread());
@@ -173,7 +174,7 @@ impl<P: Payload> Shared<P> {
     pub(crate) fn live_below(&self, limit: u64) -> Vec<OpInfo> {
         let mut out = Vec::new();
         for shard in self.live.iter() {
-            out.extend(shard.lock().range(..limit).map(|(_, op)| op.info.clone()));
+            out.extend(shard.lock().below(limit).map(|op| op.info()));
         }
         out.sort_by_key(|i| i.id);
         out
@@ -187,7 +188,7 @@ impl<P: Payload> Shared<P> {
         if blocked.is_some() {
             return spawns;
         }
-        let Some(lane) = caller.and_then(|c| self.live_op(c)).map(|op| op.info.lane) else {
+        let Some(lane) = caller.and_then(|c| self.live_op(c)).map(|op| op.lane) else {
             return spawns;
         };
         let mut ls = self.lane(lane).lock();

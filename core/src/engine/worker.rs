@@ -37,7 +37,7 @@ impl<P: Payload> Shared<P> {
     ) -> Option<Arc<OpCell<P>>> {
         let mut taken = None;
         for op in ops {
-            let lane = op.info.lane;
+            let lane = op.lane;
             let mut ls = self.lane(lane).lock();
             if ls.paused || ls.stopped {
                 ls.push(op);
@@ -200,10 +200,11 @@ impl<P: Payload> Shared<P> {
         let poison = if op.run_on_error {
             None
         } else {
-            op.vars()
-                .find_map(|(v, _)| v.state.inner.lock().poison.clone())
+            op.vars().find_map(|(v, _)| v.inner.lock().poison.clone())
         };
-        let payload = op.payload.lock().take();
+        // SAFETY: this worker moved the op out of QUEUED (`try_start` in
+        // `dispatch` or `next_op`) and runs it once.
+        let payload = unsafe { op.take_payload() };
         let host_allowed = lane == Lane::Compute || this.enter_bridge();
         drop(section);
 
@@ -229,7 +230,7 @@ impl<P: Payload> Shared<P> {
         });
         let running = enter_op(RunningOp {
             engine: this.key(),
-            op: op.info.id,
+            op: op.id,
         });
         let traced = this.tracer.start();
         let result = match lane {
@@ -242,7 +243,7 @@ impl<P: Payload> Shared<P> {
         if let Some(start) = traced {
             // In a section, so no thread holds the recorder's lock at a fork.
             if let Ok(_section) = this.enter() {
-                this.tracer.record(&op.info, worker, start);
+                this.tracer.record(op, worker, start);
             }
         }
         if lane == Lane::Host {

@@ -34,7 +34,7 @@ use shuttle as imp;
 #[cfg(not(any(loom, shuttle)))]
 use std as imp;
 
-pub use imp::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use imp::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub use imp::sync::Arc;
 #[cfg(not(loom))]
 pub use imp::thread::Thread;
@@ -52,6 +52,9 @@ mod exits;
 pub use exits::{join_leaving, Exits, Leaving, Starting};
 
 pub mod mutant;
+
+mod take_once;
+pub(crate) use take_once::TakeOnce;
 
 /// True in loom and shuttle builds, where spin loops become single yields.
 pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));

@@ -1,0 +1,293 @@
+//! One shard of the live-op index (I2, I5): every accepted, not yet
+//! completed op, by id. Ids are handed out in sequence, so the recent ops
+//! sit in a ring of slots indexed by id (one word per op, no node per op);
+//! ops that stay live while many later ones complete move to an ordered map,
+//! so a long-lived op never keeps the ring long.
+
+use crate::op::OpCell;
+use crate::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Below this length the ring is never compacted.
+const COMPACT_FROM: usize = 1024;
+
+/// The live ops of one shard. Its ids are all `≡ r (mod stride)` for one
+/// `r` (the engine picks the shard by `id % stride`), so `id / stride`
+/// numbers them without gaps.
+pub(crate) struct LiveShard<P> {
+    /// The number of shards.
+    stride: u64,
+    /// `id / stride` of the op in `recent[0]`.
+    base: u64,
+    /// Slots for `id / stride = base, base + 1, …`; the first, if any, is
+    /// live.
+    recent: VecDeque<Option<Arc<OpCell<P>>>>,
+    /// Live ops in `recent`.
+    in_recent: usize,
+    /// Live ops below the ring (`id / stride < base`): inserted out of
+    /// order, or moved out of the ring's front by compaction.
+    older: BTreeMap<u64, Arc<OpCell<P>>>,
+}
+
+impl<P> LiveShard<P> {
+    /// An empty shard of `stride` shards.
+    pub(crate) fn new(stride: u64) -> Self {
+        LiveShard {
+            stride: stride.max(1),
+            base: 0,
+            recent: VecDeque::new(),
+            in_recent: 0,
+            older: BTreeMap::new(),
+        }
+    }
+
+    /// The ring slot of `id`, if the ring covers it.
+    fn slot(&self, id: u64) -> Option<usize> {
+        let k = (id / self.stride).checked_sub(self.base)?;
+        usize::try_from(k).ok().filter(|&k| k < self.recent.len())
+    }
+
+    /// Adds live op `id`.
+    pub(crate) fn insert(&mut self, id: u64, op: Arc<OpCell<P>>) {
+        let key = id / self.stride;
+        if self.recent.is_empty() {
+            if self
+                .older
+                .last_key_value()
+                .is_some_and(|(&last, _)| id <= last)
+            {
+                self.older.insert(id, op);
+            } else {
+                self.base = key;
+                self.recent.push_back(Some(op));
+                self.in_recent = 1;
+            }
+            return;
+        }
+        let Some(k) = key
+            .checked_sub(self.base)
+            .and_then(|k| usize::try_from(k).ok())
+        else {
+            self.older.insert(id, op);
+            return;
+        };
+        if k >= self.recent.len() {
+            self.recent.resize(k + 1, None);
+        }
+        if self.recent[k].replace(op).is_none() {
+            self.in_recent += 1;
+        }
+        self.compact();
+    }
+
+    /// Removes live op `id`, returning it.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<Arc<OpCell<P>>> {
+        let Some(k) = self.slot(id) else {
+            return self.older.remove(&id);
+        };
+        let op = self.recent[k].take()?;
+        self.in_recent -= 1;
+        self.drop_empty_front();
+        // Give back what a burst of pending ops grew, a little at a time.
+        if self.recent.capacity() > COMPACT_FROM && self.recent.len() * 4 < self.recent.capacity() {
+            self.recent.shrink_to(self.recent.len() * 2);
+        }
+        Some(op)
+    }
+
+    fn drop_empty_front(&mut self) {
+        while let Some(None) = self.recent.front() {
+            self.recent.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Keeps a long ring at most twice as long as its live ops: moves the
+    /// front's live ops to the map and drops its empty slots.
+    fn compact(&mut self) {
+        while self.recent.len() > COMPACT_FROM && self.recent.len() > 2 * self.in_recent {
+            if let Some(Some(op)) = self.recent.pop_front() {
+                self.in_recent -= 1;
+                self.older.insert(op.id, op);
+            }
+            self.base += 1;
+        }
+        self.drop_empty_front();
+    }
+
+    /// Live op `id`, if any.
+    pub(crate) fn get(&self, id: u64) -> Option<&Arc<OpCell<P>>> {
+        match self.slot(id) {
+            Some(k) => self.recent[k].as_ref(),
+            None => self.older.get(&id),
+        }
+    }
+
+    /// The lowest live id.
+    pub(crate) fn lowest(&self) -> Option<u64> {
+        self.iter().next().map(|op| op.id)
+    }
+
+    /// How many ops are live.
+    pub(crate) fn len(&self) -> usize {
+        self.in_recent + self.older.len()
+    }
+
+    /// The live ops in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<OpCell<P>>> {
+        self.older.values().chain(self.recent.iter().flatten())
+    }
+
+    /// The live ops with an id below `limit`, in id order.
+    pub(crate) fn below(&self, limit: u64) -> impl Iterator<Item = &Arc<OpCell<P>>> {
+        self.iter().take_while(move |op| op.id < limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LiveShard, COMPACT_FROM};
+    use crate::op::{Action, Lane, OpCell, Priority, VarList};
+    use crate::op_name::OpName;
+    use crate::sync::Arc;
+    use std::collections::BTreeMap;
+
+    fn op(id: u64) -> Arc<OpCell<()>> {
+        Arc::new(OpCell::new(
+            id,
+            0,
+            OpName::default(),
+            Lane::Compute,
+            Priority::Normal,
+            Action::Sync,
+            false,
+            VarList::new(Vec::new(), Vec::new()),
+            1,
+            None,
+        ))
+    }
+
+    fn ids<'a>(ops: impl Iterator<Item = &'a Arc<OpCell<()>>>) -> Vec<u64> {
+        ops.map(|op| op.id).collect()
+    }
+
+    /// Checks every query of `shard` against the same ops in a map.
+    fn same(shard: &LiveShard<()>, map: &BTreeMap<u64, Arc<OpCell<()>>>, probe: u64) {
+        assert_eq!(shard.len(), map.len());
+        assert_eq!(shard.lowest(), map.keys().next().copied());
+        assert_eq!(ids(shard.iter()), map.keys().copied().collect::<Vec<_>>());
+        assert_eq!(
+            ids(shard.below(probe)),
+            map.range(..probe).map(|(k, _)| *k).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            shard.get(probe).map(|op| op.id),
+            map.get(&probe).map(|op| op.id)
+        );
+    }
+
+    #[test]
+    fn the_shard_answers_like_an_ordered_map() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for stride in [1, 3, 16] {
+            let residue = stride / 2;
+            let mut shard = LiveShard::new(stride);
+            let mut map: BTreeMap<u64, Arc<OpCell<()>>> = BTreeMap::new();
+            let mut next_key = 0;
+            // Keys handed out but not inserted yet: pushes that took an id
+            // and have not reached the index.
+            let mut late: Vec<u64> = Vec::new();
+            for step in 0..20_000 {
+                let roll = next() % 100;
+                let id = if roll < 45 {
+                    next_key += 1;
+                    if next() % 8 == 0 {
+                        late.push(next_key * stride + residue);
+                        continue;
+                    }
+                    next_key * stride + residue
+                } else if roll < 50 && !late.is_empty() {
+                    late.swap_remove(0)
+                } else {
+                    // Remove a live op: mostly an old one, sometimes any.
+                    let live: Vec<u64> = map.keys().copied().collect();
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let pick = if next() % 4 == 0 {
+                        live[(next() as usize) % live.len()]
+                    } else {
+                        live[(next() as usize) % live.len().min(8)]
+                    };
+                    let removed = shard.remove(pick).map(|op| op.id);
+                    assert_eq!(removed, map.remove(&pick).map(|op| op.id), "step {step}");
+                    assert_eq!(shard.remove(pick).map(|op| op.id), None);
+                    same(&shard, &map, pick);
+                    continue;
+                };
+                shard.insert(id, op(id));
+                map.insert(id, op(id));
+                let probe = (next() % (next_key + 2)) * stride + residue;
+                same(&shard, &map, probe);
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_lived_op_does_not_keep_the_ring_long() {
+        let mut shard = LiveShard::new(1);
+        shard.insert(0, op(0));
+        for id in 1..100_000 {
+            shard.insert(id, op(id));
+            shard.remove(id);
+            assert!(
+                shard.recent.len() <= COMPACT_FROM + 1,
+                "ring of {}",
+                shard.recent.len()
+            );
+        }
+        assert_eq!(ids(shard.iter()), vec![0]);
+        assert_eq!(shard.lowest(), Some(0));
+        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
+    }
+
+    #[test]
+    fn a_late_op_below_moved_ones_stays_in_order() {
+        let mut shard = LiveShard::new(1);
+        for id in 0..3000 {
+            if id == 3 {
+                continue; // taken, not yet inserted
+            }
+            shard.insert(id, op(id));
+            if id != 0 && id != 5 {
+                shard.remove(id);
+            }
+        }
+        assert!(shard.recent.is_empty());
+        shard.insert(3, op(3));
+        assert_eq!(ids(shard.iter()), vec![0, 3, 5]);
+        assert_eq!(ids(shard.below(4)), vec![0, 3]);
+        assert_eq!(shard.remove(3).map(|op| op.id), Some(3));
+        shard.insert(3000, op(3000));
+        assert_eq!(ids(shard.iter()), vec![0, 5, 3000]);
+    }
+
+    #[test]
+    fn a_drained_burst_gives_its_ring_back() {
+        let mut shard = LiveShard::new(1);
+        for id in 0..100_000 {
+            shard.insert(id, op(id));
+        }
+        for id in 0..100_000 {
+            shard.remove(id);
+        }
+        assert_eq!(shard.len(), 0);
+        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
+    }
+}
