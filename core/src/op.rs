@@ -7,10 +7,14 @@ use crate::op_name::OpName;
 use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, TakeOnce};
 use crate::token::CompletionToken;
 use crate::var::{Var, VarState};
+use smallvec::SmallVec;
 
 /// The most vars one op may name (reads and writes together); a push naming
 /// more gets [`crate::Error::TooManyVars`].
 pub const MAX_OP_VARS: usize = 65_535;
+
+/// The vars an [`OpSpec`] reads or writes: two without an allocation.
+pub(crate) type OpVars<P> = SmallVec<[Var<P>; 2]>;
 
 /// Which worker pool runs an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,8 +107,8 @@ pub(crate) enum Action {
 /// ```
 pub struct OpSpec<P> {
     pub(crate) payload: Option<P>,
-    pub(crate) reads: Vec<Var<P>>,
-    pub(crate) writes: Vec<Var<P>>,
+    pub(crate) reads: OpVars<P>,
+    pub(crate) writes: OpVars<P>,
     pub(crate) lane: Lane,
     pub(crate) priority: Priority,
     pub(crate) name: Option<OpName>,
@@ -117,8 +121,8 @@ impl<P: Payload> OpSpec<P> {
     pub fn new(payload: P) -> Self {
         OpSpec {
             payload: Some(payload),
-            reads: Vec::new(),
-            writes: Vec::new(),
+            reads: OpVars::new(),
+            writes: OpVars::new(),
             lane: Lane::Compute,
             priority: Priority::Normal,
             name: None,
@@ -130,8 +134,8 @@ impl<P: Payload> OpSpec<P> {
     pub(crate) fn internal(action: Action, var: &Var<P>, name: &'static str) -> Self {
         OpSpec {
             payload: None,
-            reads: Vec::new(),
-            writes: vec![var.clone()],
+            reads: OpVars::new(),
+            writes: std::iter::once(var.clone()).collect(),
             lane: Lane::Compute,
             priority: Priority::Normal,
             name: Some(OpName::from_static(name)),
@@ -150,24 +154,14 @@ impl<P: Payload> OpSpec<P> {
         self.writes.extend(vars.iter().cloned());
         self
     }
-    /// Vars the op reads, taken by value (no copy of the list when none
-    /// were given before).
-    pub fn reads_vec(mut self, mut vars: Vec<Var<P>>) -> Self {
-        if self.reads.is_empty() {
-            self.reads = vars;
-        } else {
-            self.reads.append(&mut vars);
-        }
+    /// Vars the op reads, taken by value (no handle is cloned).
+    pub fn reads_vec(mut self, vars: impl IntoIterator<Item = Var<P>>) -> Self {
+        self.reads.extend(vars);
         self
     }
-    /// Vars the op writes, taken by value (no copy of the list when none
-    /// were given before).
-    pub fn writes_vec(mut self, mut vars: Vec<Var<P>>) -> Self {
-        if self.writes.is_empty() {
-            self.writes = vars;
-        } else {
-            self.writes.append(&mut vars);
-        }
+    /// Vars the op writes, taken by value (no handle is cloned).
+    pub fn writes_vec(mut self, vars: impl IntoIterator<Item = Var<P>>) -> Self {
+        self.writes.extend(vars);
         self
     }
     /// The lane (default compute).
@@ -217,7 +211,10 @@ pub(crate) enum VarList<P> {
 
 impl<P> VarList<P> {
     /// The vars of `reads` then `writes`.
-    pub(crate) fn new(reads: Vec<Var<P>>, writes: Vec<Var<P>>) -> Self {
+    pub(crate) fn new(
+        reads: impl IntoIterator<Item = Var<P>>,
+        writes: impl IntoIterator<Item = Var<P>>,
+    ) -> Self {
         let uses = reads
             .into_iter()
             .map(|v| (v.state, false))
@@ -225,7 +222,15 @@ impl<P> VarList<P> {
         let mut uses = uses.peekable();
         match (uses.next(), uses.peek()) {
             (Some(only), None) => VarList::One([only]),
-            (first, _) => VarList::Many(first.into_iter().chain(uses).collect()),
+            (first, _) => {
+                // Sized up front: collecting a chain would allocate room for
+                // four and shrink it, a second allocator call per op.
+                let mut many =
+                    Vec::with_capacity(usize::from(first.is_some()) + uses.size_hint().0);
+                many.extend(first);
+                many.extend(uses);
+                VarList::Many(many.into_boxed_slice())
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 use crate::error::OpError;
 use crate::op::OpCell;
 use crate::sync::{Arc, Mutex, Thread};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -53,6 +54,9 @@ pub(crate) struct VarState<P> {
     pub(crate) id: u64,
     pub(crate) inner: Mutex<VarInner<P>>,
 }
+
+/// Ops a completion made ready: usually one or none, so no allocation.
+pub(crate) type ReadyOps<P> = SmallVec<[Arc<OpCell<P>>; 4]>;
 
 /// A use of a var by an op, granted or queued. Two words: every pending op
 /// has one per var (README, "Benchmarks").
@@ -117,7 +121,7 @@ impl<P> VarInner<P> {
 
     /// Removes `op`'s use (granted or queued) and grants whatever may now
     /// run, appending ops that became ready to `ready`.
-    pub(crate) fn remove(&mut self, op: &Arc<OpCell<P>>, ready: &mut Vec<Arc<OpCell<P>>>) {
+    pub(crate) fn remove(&mut self, op: &Arc<OpCell<P>>, ready: &mut ReadyOps<P>) {
         if let Some(i) = self.holders.iter().position(|u| Arc::ptr_eq(&u.op, op)) {
             self.holders.swap_remove(i);
         } else if let Some(i) = self.queue.iter().position(|u| Arc::ptr_eq(&u.op, op)) {
@@ -126,7 +130,7 @@ impl<P> VarInner<P> {
         self.grant_next(ready);
     }
 
-    fn grant_next(&mut self, ready: &mut Vec<Arc<OpCell<P>>>) {
+    fn grant_next(&mut self, ready: &mut ReadyOps<P>) {
         while let Some(head) = self.queue.front() {
             let ok = if head.write {
                 self.holders.is_empty()

@@ -2,6 +2,7 @@
 
 use crate::{Engine, Lane, OpId, OpName, Priority, Result, Task, Token, Var};
 use forksafe_core::OpSpec;
+use smallvec::SmallVec;
 
 /// An op being built; finish it with [`OpBuilder::run`],
 /// [`OpBuilder::try_run`] or [`OpBuilder::run_async`]. A var may appear
@@ -24,8 +25,8 @@ use forksafe_core::OpSpec;
 pub struct OpBuilder<'e> {
     engine: &'e Engine,
     name: OpName,
-    reads: Vec<Var>,
-    writes: Vec<Var>,
+    reads: SmallVec<[Var; 2]>,
+    writes: SmallVec<[Var; 2]>,
     lane: Lane,
     priority: Priority,
     run_on_error: bool,
@@ -49,8 +50,8 @@ impl<'e> OpBuilder<'e> {
         OpBuilder {
             engine,
             name,
-            reads: Vec::new(),
-            writes: Vec::new(),
+            reads: SmallVec::new(),
+            writes: SmallVec::new(),
             lane: Lane::Compute,
             priority: Priority::Normal,
             run_on_error: false,
@@ -60,16 +61,12 @@ impl<'e> OpBuilder<'e> {
 
     /// Vars the op reads.
     pub fn reads(mut self, vars: &[&Var]) -> Self {
-        // Exact: the list is kept for the op's life (no spare capacity per
-        // pending op).
-        self.reads.reserve_exact(vars.len());
         self.reads.extend(vars.iter().map(|v| (*v).clone()));
         self
     }
 
     /// Vars the op writes (each completed write bumps the var's version).
     pub fn writes(mut self, vars: &[&Var]) -> Self {
-        self.writes.reserve_exact(vars.len());
         self.writes.extend(vars.iter().map(|v| (*v).clone()));
         self
     }

@@ -9,6 +9,7 @@ use crate::error::{Error, OpError, Result};
 use crate::op::{Action, Lane, OpCell, Payload, QUEUED, RUNNING};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{Arc, Ordering, Thread};
+use crate::var::ReadyOps;
 
 /// How an op ended.
 pub(crate) enum Outcome {
@@ -98,7 +99,7 @@ impl<P: Payload> Shared<P> {
             } else {
                 error.as_ref()
             };
-            let mut ready = Vec::new();
+            let mut ready = ReadyOps::new();
             this.release_vars(op, poison, &mut ready, &mut wake);
             if let (Some(e), true) = (&error, raised) {
                 this.ctl.lock().errors.push(e.clone());
@@ -125,7 +126,7 @@ impl<P: Payload> Shared<P> {
         &self,
         op: &Arc<OpCell<P>>,
         error: Option<&OpError>,
-        ready: &mut Vec<Arc<OpCell<P>>>,
+        ready: &mut ReadyOps<P>,
         wake: &mut Vec<Thread>,
     ) {
         for (var, write) in op.vars() {

@@ -9,6 +9,7 @@ use crate::lifecycle::{next, Event, State};
 use crate::op::{Action, Lane, OpCell, OpInfo, Payload};
 use crate::sync::mutant::{self, Mutant};
 use crate::sync::{spin_step, Arc, Ordering};
+use crate::var::ReadyOps;
 
 /// What a fork child inherited from its parent's engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +171,7 @@ impl<P: Payload> Shared<P> {
         if let Some(payload) = unsafe { op.take_payload() } {
             std::mem::forget(payload);
         }
-        let mut granted = Vec::new();
+        let mut granted = ReadyOps::new();
         let mut waiters = Vec::new();
         self.release_vars(op, error, &mut granted, &mut waiters);
         // Waiters of the parent are gone; ops granted here are lost too.
