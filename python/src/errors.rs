@@ -161,6 +161,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::ForeignVar
         | Error::DeletedVar
         | Error::DuplicateVar
+        | Error::TooManyVars
         | Error::ZeroTimeout
         | Error::InvalidConfig(_) => PyValueError::new_err(e.to_string()),
         Error::ShutDown => ShutDownError::new_err(e.to_string()),

@@ -166,6 +166,9 @@ def test_bad_input_raises_typed_errors(eng):
         eng.push(lambda: None, reads=[v], writes=[v])
     with pytest.raises(ValueError, match="another engine"):
         eng.push(lambda: None, writes=[w])
+    many = [eng.new_var() for _ in range(65536)]
+    with pytest.raises(ValueError, match="more than 65535 vars"):
+        eng.push(lambda: None, reads=many)
     with pytest.raises(ValueError):
         eng.wait(v, timeout=0)
     with pytest.raises(ValueError):

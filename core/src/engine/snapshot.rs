@@ -176,8 +176,8 @@ impl<P: Payload + Clone> Engine<P> {
                 o.action,
                 o.run_on_error,
                 VarList::new(
-                    o.reads.iter().map(find).collect::<Result<_>>()?,
-                    o.writes.iter().map(find).collect::<Result<_>>()?,
+                    o.reads.iter().map(find).collect::<Result<Vec<_>>>()?,
+                    o.writes.iter().map(find).collect::<Result<Vec<_>>>()?,
                 ),
                 o.missing,
                 o.payload.clone(),
