@@ -246,14 +246,86 @@ mod tests {
         for id in 1..100_000 {
             shard.insert(id, op(id));
             shard.remove(id);
-            assert!(
-                shard.recent.len() <= COMPACT_FROM + 1,
-                "ring of {}",
-                shard.recent.len()
-            );
+            assert!(shard.recent.len() <= COMPACT_FROM + 1, "ring of {}", shard.recent.len());
+            // A short ring is never compacted.
+            assert_eq!(shard.older.is_empty(), id < COMPACT_FROM as u64, "op {id}");
         }
         assert_eq!(ids(shard.iter()), vec![0]);
-        assert_eq!(shard.lowest(), Some(0));
+        assert_eq!((shard.len(), shard.lowest()), (1, Some(0)));
+        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
+    }
+
+    #[test]
+    fn a_ring_that_jumps_ahead_past_a_long_lived_op_is_compacted() {
+        let mut shard = LiveShard::new(1);
+        shard.insert(0, op(0));
+        // Ids 1..2000 are taken by pushes that have not reached the index.
+        for id in 2000..10_000 {
+            shard.insert(id, op(id));
+            shard.remove(id);
+            assert!(shard.recent.len() <= COMPACT_FROM + 1, "ring of {}", shard.recent.len());
+        }
+        assert_eq!((shard.len(), shard.lowest()), (1, Some(0)));
+    }
+
+    #[test]
+    fn only_a_ring_less_than_half_live_is_compacted() {
+        let n = 4 * COMPACT_FROM as u64;
+        // Half live: kept as it is.
+        let mut shard = LiveShard::new(1);
+        for id in 0..n {
+            shard.insert(id, op(id));
+        }
+        for id in (1..n).step_by(2) {
+            shard.remove(id);
+        }
+        shard.insert(n, op(n));
+        assert!(shard.older.is_empty());
+        // A third live: the front moves to the map until half is live.
+        let mut shard = LiveShard::new(1);
+        for id in 0..n {
+            shard.insert(id, op(id));
+            if id % 3 != 0 {
+                shard.remove(id);
+            }
+        }
+        assert!(!shard.older.is_empty());
+        // Short, or at most twice as long as its live ops at the last insert.
+        assert!(shard.recent.len() <= COMPACT_FROM.max(2 * shard.in_recent) + 2);
+        assert_eq!(shard.len(), (0..n).filter(|id| id % 3 == 0).count());
+    }
+
+    #[test]
+    fn the_ring_gives_room_back_only_when_mostly_empty() {
+        // A small ring keeps its room.
+        let mut shard = LiveShard::new(1);
+        for id in 0..1000 {
+            shard.insert(id, op(id));
+        }
+        let small = shard.recent.capacity();
+        for id in 0..1000 {
+            shard.remove(id);
+        }
+        assert_eq!(shard.recent.capacity(), small);
+        // A large one keeps it while a quarter or more is in use, then
+        // gives back at most down to twice its length.
+        let mut shard = LiveShard::new(1);
+        for id in 0..100_000 {
+            shard.insert(id, op(id));
+        }
+        let mut shrinks = 0;
+        for id in 0..100_000 {
+            let before = shard.recent.capacity();
+            shard.remove(id);
+            let (len, after) = (shard.recent.len(), shard.recent.capacity());
+            if len * 4 >= before {
+                assert_eq!(after, before, "shrank at {len} of {before}");
+            } else if after != before {
+                shrinks += 1;
+                assert!(after >= 2 * len && after < before, "{before} -> {after} at {len}");
+            }
+        }
+        assert!(shrinks > 0);
         assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
     }
 

@@ -282,7 +282,7 @@ impl PyEngine {
         };
         let mut op = self
             .engine
-            .op(name)
+            .op(name.to_owned())
             .reads(&reads.iter().collect::<Vec<_>>())
             .writes(&writes.iter().collect::<Vec<_>>())
             .host()
@@ -344,7 +344,7 @@ impl PyEngine {
             }
         };
         self.engine
-            .op(name)
+            .op(name.to_owned())
             .reads(&reads)
             .writes(&[&out.var])
             .try_run(body)
@@ -374,7 +374,7 @@ impl PyEngine {
             }
         };
         self.engine
-            .op(name)
+            .op(name.to_owned())
             .reads(&[&src.var])
             .writes(&[&out.var])
             .run(body)
@@ -403,7 +403,7 @@ impl PyEngine {
             }
         };
         self.engine
-            .op(name)
+            .op(name.to_owned())
             .writes(&[&out.var])
             .run(body)
             .py_err(py)
@@ -424,7 +424,7 @@ impl PyEngine {
         let reads = reads.map_or(Ok(Vec::new()), |r| vars_of(&r, "reads"))?;
         let writes = writes.map_or(Ok(Vec::new()), |w| vars_of(&w, "writes"))?;
         self.engine
-            .op(name)
+            .op(name.to_owned())
             .reads(&reads.iter().collect::<Vec<_>>())
             .writes(&writes.iter().collect::<Vec<_>>())
             .run(move || {
