@@ -246,7 +246,11 @@ mod tests {
         for id in 1..100_000 {
             shard.insert(id, op(id));
             shard.remove(id);
-            assert!(shard.recent.len() <= COMPACT_FROM + 1, "ring of {}", shard.recent.len());
+            assert!(
+                shard.recent.len() <= COMPACT_FROM + 1,
+                "ring of {}",
+                shard.recent.len()
+            );
             // A short ring is never compacted.
             assert_eq!(shard.older.is_empty(), id < COMPACT_FROM as u64, "op {id}");
         }
@@ -263,7 +267,11 @@ mod tests {
         for id in 2000..10_000 {
             shard.insert(id, op(id));
             shard.remove(id);
-            assert!(shard.recent.len() <= COMPACT_FROM + 1, "ring of {}", shard.recent.len());
+            assert!(
+                shard.recent.len() <= COMPACT_FROM + 1,
+                "ring of {}",
+                shard.recent.len()
+            );
         }
         assert_eq!((shard.len(), shard.lowest()), (1, Some(0)));
     }
@@ -322,7 +330,10 @@ mod tests {
                 assert_eq!(after, before, "shrank at {len} of {before}");
             } else if after != before {
                 shrinks += 1;
-                assert!(after >= 2 * len && after < before, "{before} -> {after} at {len}");
+                assert!(
+                    after >= 2 * len && after < before,
+                    "{before} -> {after} at {len}"
+                );
             }
         }
         assert!(shrinks > 0);
