@@ -10,6 +10,7 @@
 //! a word shared only by threads of the same shard; there is no global lock
 //! on the hot path.
 
+use crate::sync::mutant::{self, Mutant};
 #[cfg(not(loom))]
 use crate::sync::spin_step;
 #[cfg(loom)]
@@ -69,17 +70,41 @@ impl ForkGate {
 
     /// Opens a section on this thread's shard, or returns `None` if the gate
     /// is closed (a fork is being prepared, or a child has not settled yet).
+    ///
+    /// A refused thread never touches the count: the count is raised only
+    /// by a compare-exchange from an open word, so once `close` has seen a
+    /// shard at zero it stays at zero until `open`, and the OS copies a
+    /// zero into the child. (Counting in and backing out, as a
+    /// `fetch_add`/`fetch_sub` pair would, left a count of one in a child
+    /// forked between the two, with no thread to take it back: the child's
+    /// own next fork waited for ever. FORK-SAFETY.md, L9.)
     pub(crate) fn try_enter(&self) -> Option<Section<'_>> {
         let word = &self.shards[thread_shard(SHARDS)].0;
+        if mutant::active(Mutant::CountedRefusal) {
+            return self.mutant_try_enter(word);
+        }
+        // Expect the usual count, zero, rather than load first: one
+        // read-modify-write when the shard is quiet, and a failed exchange
+        // returns the newest word to retry from.
+        let mut seen = 0;
+        loop {
+            match word.compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Some(Section { gate: self, word }),
+                Err(now) if now & CLOSED != 0 => return None,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Negative control: count in, and back out if the gate was closed.
+    fn mutant_try_enter<'a>(&'a self, word: &'a AtomicUsize) -> Option<Section<'a>> {
         let before = word.fetch_add(1, Ordering::Acquire);
         if before & CLOSED == 0 {
-            Some(Section { gate: self, word })
-        } else {
-            word.fetch_sub(1, Ordering::Release);
-            // The closer may have counted this brief entry.
-            self.wake();
-            None
+            return Some(Section { gate: self, word });
         }
+        word.fetch_sub(1, Ordering::Release);
+        self.wake();
+        None
     }
 
     /// Closes the gate and waits until every open section has ended.
@@ -104,6 +129,22 @@ impl ForkGate {
             s.0.fetch_and(!CLOSED, Ordering::AcqRel);
         }
         self.wake();
+    }
+
+    /// Model builds: the sections counted in, as a fork would copy them.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn counted(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.0.load(Ordering::Acquire) & !CLOSED)
+            .sum()
+    }
+
+    /// Model builds: a fork child's gate starts with the count its parent's
+    /// had at the fork point, as the OS copies the word.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn inherit(&self, counted: usize) {
+        self.shards[0].0.fetch_add(counted, Ordering::AcqRel);
     }
 
     /// Whether the gate is closed.

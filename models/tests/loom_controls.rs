@@ -123,12 +123,43 @@ fn child_rerun() {
     }
 }
 
+/// (e) A worker completes a sync op while main forks. With the mutant, the
+/// worker refused at the closed gate counts itself in for a moment; a
+/// snapshot can copy that count, and the child's own fork then waits for a
+/// section no thread of the child holds. Threads: parent main + 1 compute;
+/// child main + 1 compute + 1 host.
+fn counted_refusal() {
+    let snaps = Snapshots::default();
+    let s = snaps.clone();
+    check("counted_refusal_parent", move || {
+        let w = World::new(1);
+        let p = sync(step(1, &[], &[0]), Lane::Compute);
+        let id = w.push(&p).unwrap();
+        w.domain.prepare();
+        let snap = w.engine.fork_snapshot(&w.vars).unwrap();
+        w.domain.parent();
+        s.add(snap, vec![(id, p.step.clone())]);
+        w.engine.wait_all().unwrap();
+        w.engine.shutdown(LONG).unwrap();
+    });
+    for (i, (snap, pushed)) in snaps.take().into_iter().enumerate() {
+        check(&format!("counted_refusal_child[{i}]"), move || {
+            let w = child_world(0, &snap);
+            check_child_inherited(&w, &snap, &pushed);
+            fork_again(&w);
+            set_child_oracle(None);
+            w.engine.shutdown(LONG).unwrap();
+        });
+    }
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
         Mutant::LostNotify,
         Mutant::PushWaitsForQuiesce,
         Mutant::ChildRerun,
+        Mutant::CountedRefusal,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -140,6 +171,7 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::LostNotify => lost_notify,
         Mutant::PushWaitsForQuiesce => push_waits_for_quiesce,
         Mutant::ChildRerun => child_rerun,
+        Mutant::CountedRefusal => counted_refusal,
     }
 }
 
@@ -158,6 +190,7 @@ fn mutant_run() {
         "LostNotify" => Mutant::LostNotify,
         "PushWaitsForQuiesce" => Mutant::PushWaitsForQuiesce,
         "ChildRerun" => Mutant::ChildRerun,
+        "CountedRefusal" => Mutant::CountedRefusal,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -247,6 +280,17 @@ fn caught_child_rerun() {
 #[test]
 fn sound_child_rerun() {
     child_rerun();
+}
+
+#[test]
+fn caught_counted_refusal() {
+    let msg = caught(Mutant::CountedRefusal);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_counted_refusal() {
+    counted_refusal();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

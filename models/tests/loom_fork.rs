@@ -67,7 +67,8 @@ fn parent_world(snaps: &Snapshots, lane: Lane) {
 /// report lists exactly the inherited ops; none of them runs (the child's
 /// oracle stays empty); the vars they write are poisoned `LostInFork`;
 /// `wait_all` reports each once. Then the child clears the poison, pushes
-/// new ops on both lanes and waits: they run once, with serial results.
+/// new ops on both lanes and waits: they run once, with serial results;
+/// and it forks in its turn.
 fn child_world_check(snap: &ForkSnapshot<Job>, pushed: &[(u64, Step)]) {
     let w = child_world(0, snap);
     check_child_inherited(&w, snap, pushed);
@@ -86,6 +87,7 @@ fn child_world_check(snap: &ForkSnapshot<Job>, pushed: &[(u64, Step)]) {
     let steps: Vec<_> = new.iter().map(|p| p.step.clone()).collect();
     assert_eq!(w.oracle.slots(), serial(2, &steps));
     assert!(w.engine.fork_report().unwrap().is_some());
+    fork_again(&w);
     w.engine.shutdown(LONG).unwrap();
 }
 

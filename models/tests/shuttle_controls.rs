@@ -200,7 +200,9 @@ fn sound_push_waits_for_quiesce() {
 
 /// (d) A child that re-runs an inherited op. An async op handed to a
 /// completer that only completes it after the fork guarantees one pending
-/// op (and its dependent) at the fork point.
+/// op (and its dependent) at the fork point. Also the scenario of (e): the
+/// completer may complete during the fork window, and the child forks
+/// again at the end.
 fn child_rerun() {
     let mut w = World::new(config(1, 1, None), 2);
     let completers = w.start_completers(&[1]);
@@ -222,7 +224,8 @@ fn child_rerun() {
     child_check(&w, &snap, &pushed);
 }
 
-/// The child world of `snap`: the inherited ops must not run.
+/// The child world of `snap`: the inherited ops must not run, and the
+/// child can fork in its turn.
 fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
     use forksafe_core::gil::GilBridge;
     use forksafe_core::sync::Arc as SArc;
@@ -247,6 +250,9 @@ fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
     let lost: Vec<u64> = report.lost.iter().map(|i| i.id).collect();
     assert_eq!(lost, snap.pending_ops());
     assert!(lost.iter().all(|id| pushed.iter().any(|(p, _)| p == id)));
+    // The child forks in its turn (control (e)).
+    domain.prepare();
+    domain.parent();
     engine.shutdown(LONG).unwrap();
 }
 
@@ -262,4 +268,16 @@ fn caught_child_rerun() {
 #[test]
 fn sound_child_rerun() {
     sound(child_rerun);
+}
+
+/// (e) A thread refused at the closed fork gate counts itself in for a
+/// moment: the snapshot can copy that count, and the child's own fork spins
+/// for ever waiting for a section no thread of the child holds.
+#[test]
+fn caught_counted_refusal() {
+    let msg = caught(Mutant::CountedRefusal, child_rerun);
+    assert!(
+        msg.contains("exceeded max_steps"),
+        "expected the step bound (a livelock), got: {msg}"
+    );
 }

@@ -34,7 +34,8 @@ const NV: usize = 3;
 /// lists exactly the ops pending at the fork; none of them runs; the vars
 /// they write carry `LostInFork`; `wait_all` reports each lost op once;
 /// after `clear_poison` two child threads push and wait for new work, whose
-/// results equal the serial run of the child's own ops.
+/// results equal the serial run of the child's own ops; then the child
+/// forks in its turn.
 fn i5_i6_fork() {
     let mut w = World::new(config(2, 1, None), NV);
     let m = Mix {
@@ -205,6 +206,10 @@ pub fn child_world(w: &World, snap: &ForkSnapshot<Job>, parent_pushed: &[(u64, O
     }
     let raised = failed_labels(&cw.engine.wait_all());
     check_world(&cw, &mut pushed.lock().unwrap(), &raised);
+    // The child forks in its turn: a section counted at the parent's fork
+    // point would have no thread to end it (FORK-SAFETY.md, L9).
+    cw.domain.prepare();
+    cw.domain.parent();
     cw.engine.shutdown(LONG).unwrap();
 }
 

@@ -30,6 +30,9 @@ pub struct ForkSnapshot<P> {
     ops: Vec<OpCopy<P>>,
     vars: Vec<VarCopy>,
     lanes: Vec<LaneCopy>,
+    /// Sections the fork gate counted at the fork point: the OS copies the
+    /// count with the rest, and the child has no thread to take any back.
+    gate_count: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -135,6 +138,7 @@ impl<P: Payload + Clone> Engine<P> {
             ops,
             vars: var_copies,
             lanes,
+            gate_count: s.gate.counted(),
         })
     }
 
@@ -151,6 +155,7 @@ impl<P: Payload + Clone> Engine<P> {
     ) -> Result<(Engine<P>, Vec<Var<P>>)> {
         let engine = Engine::with_bridge(domain, config, bridge)?;
         let s = &engine.shared;
+        s.gate.inherit(snap.gate_count);
         let key = s.key();
         let vars: Vec<Var<P>> = snap
             .vars

@@ -21,6 +21,11 @@ pub enum Mutant {
     /// The fork child runs inherited ops instead of completing them with
     /// `LostInFork` (breaks I5).
     ChildRerun,
+    /// A thread refused at a closed fork gate counts itself in for a moment
+    /// before backing out, so the OS can copy a count no thread of the
+    /// child will ever take back; the child's own fork then waits for ever
+    /// (breaks I5: the child works).
+    CountedRefusal,
 }
 
 #[cfg(any(loom, shuttle))]

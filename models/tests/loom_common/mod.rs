@@ -596,3 +596,12 @@ pub fn check_child_inherited(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64
     ids.sort_unstable();
     assert_eq!(ids, lost, "wait_all reports each lost op once (I5, I7)");
 }
+
+/// The child forks in its turn (I5: the child works, forking included).
+/// Prepare waits only for sections the child's own threads opened; one
+/// counted at the parent's fork point would have no thread to end it, and
+/// prepare would wait for ever (FORK-SAFETY.md, L9).
+pub fn fork_again(w: &World) {
+    w.domain.prepare();
+    w.domain.parent();
+}
