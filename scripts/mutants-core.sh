@@ -54,7 +54,16 @@ run_mutants() {
     esac
 }
 
-count() { [ -f "$1" ] && grep -c . "$1" || echo 0; }
+# Lines in a result file; 0 when it is missing or empty (grep -c prints 0
+# and fails then, so its status is ignored rather than answered with a
+# second 0).
+count() {
+    if [ -f "$1" ]; then
+        grep -c . "$1" || true
+    else
+        echo 0
+    fi
+}
 
 if [[ " $passes " == *" plain "* ]]; then
     echo "== pass 1: core's tests, plain build"

@@ -405,3 +405,44 @@ impl<P> OpCell<P> {
         OpError::new(self.info(), kind)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Action, Lane, OpCell, Priority, VarList, DONE, QUEUED, RUNNING};
+    use crate::op_name::OpName;
+
+    fn op(epoch: u64) -> OpCell<()> {
+        OpCell::new(
+            7,
+            epoch,
+            OpName::default(),
+            Lane::Compute,
+            Priority::Normal,
+            Action::Sync,
+            false,
+            VarList::new(Vec::new(), Vec::new()),
+            0,
+            None,
+        )
+    }
+
+    /// A fork child moves the op that forked to its epoch (I5); the op must
+    /// still be running there, and finish once.
+    #[test]
+    fn a_new_epoch_keeps_the_status() {
+        let queued = op(3);
+        queued.set_epoch(4);
+        assert!(queued.is(QUEUED));
+        assert_eq!(queued.epoch(), 4);
+
+        let running = op(3);
+        assert!(running.try_start());
+        running.set_epoch(4);
+        assert!(running.is(RUNNING));
+        assert_eq!(running.epoch(), 4);
+        assert_eq!(running.try_finish(), Some(RUNNING));
+        assert!(running.is(DONE));
+        assert_eq!(running.epoch(), 4);
+        assert_eq!(running.try_finish(), None);
+    }
+}

@@ -7,6 +7,7 @@ mod fork_steps;
 mod host_lock;
 mod inside_ops;
 mod observable_details;
+mod op_name;
 mod real_fork;
 mod real_threads;
 mod scheduling;

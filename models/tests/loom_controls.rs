@@ -127,7 +127,7 @@ fn child_rerun() {
 /// worker refused at the closed gate counts itself in for a moment; a
 /// snapshot can copy that count, and the child's own fork then waits for a
 /// section no thread of the child holds. Threads: parent main + 1 compute;
-/// child main + 1 compute + 1 host.
+/// child main (its workers never start: it pushes nothing).
 fn counted_refusal() {
     let snaps = Snapshots::default();
     let s = snaps.clone();
