@@ -67,9 +67,8 @@ fn an_owned_name_frees_its_bytes_when_dropped() {
 #[test]
 fn a_literal_name_allocates_nothing() {
     let before = live();
-    let names: Vec<OpName> = Vec::with_capacity(100);
+    let mut names: Vec<OpName> = Vec::with_capacity(100);
     let with_vec = live();
-    let mut names = names;
     for _ in 0..100 {
         names.push(OpName::from("literal"));
     }
