@@ -147,24 +147,12 @@ impl<P> LiveShard<P> {
 #[cfg(test)]
 mod tests {
     use super::{LiveShard, COMPACT_FROM};
-    use crate::op::{Action, Lane, OpCell, Priority, VarList};
-    use crate::op_name::OpName;
+    use crate::op::{bare_op, OpCell};
     use crate::sync::Arc;
     use std::collections::BTreeMap;
 
     fn op(id: u64) -> Arc<OpCell<()>> {
-        Arc::new(OpCell::new(
-            id,
-            0,
-            OpName::default(),
-            Lane::Compute,
-            Priority::Normal,
-            Action::Sync,
-            false,
-            VarList::new(Vec::new(), Vec::new()),
-            1,
-            None,
-        ))
+        Arc::new(bare_op(id, 0))
     }
 
     fn ids<'a>(ops: impl Iterator<Item = &'a Arc<OpCell<()>>>) -> Vec<u64> {

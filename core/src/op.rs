@@ -406,24 +406,30 @@ impl<P> OpCell<P> {
     }
 }
 
+/// Unit tests: a compute op `id` of fork epoch `epoch`, with no vars, no
+/// payload and nothing to wait for.
+#[cfg(test)]
+pub(crate) fn bare_op(id: u64, epoch: u64) -> OpCell<()> {
+    OpCell::new(
+        id,
+        epoch,
+        OpName::default(),
+        Lane::Compute,
+        Priority::Normal,
+        Action::Sync,
+        false,
+        VarList::new(Vec::new(), Vec::new()),
+        0,
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Action, Lane, OpCell, Priority, VarList, DONE, QUEUED, RUNNING};
-    use crate::op_name::OpName;
+    use super::{bare_op, DONE, QUEUED, RUNNING};
 
-    fn op(epoch: u64) -> OpCell<()> {
-        OpCell::new(
-            7,
-            epoch,
-            OpName::default(),
-            Lane::Compute,
-            Priority::Normal,
-            Action::Sync,
-            false,
-            VarList::new(Vec::new(), Vec::new()),
-            0,
-            None,
-        )
+    fn op(epoch: u64) -> super::OpCell<()> {
+        bare_op(7, epoch)
     }
 
     /// A fork child moves the op that forked to its epoch (I5); the op must

@@ -35,10 +35,7 @@ fn settles(e: &forksafe::Engine) -> Result<(), String> {
 
 fn main() {
     quiet_panics();
-    let rounds: u32 = std::env::var("FORKSAFE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+    let rounds = rounds();
     let e = Arc::new(engine(2, 1));
     let vars = new_vars(&e, 4);
     let stop = Arc::new(AtomicBool::new(false));

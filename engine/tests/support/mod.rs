@@ -247,6 +247,14 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
     Ok(lost.len())
 }
 
+/// Rounds of a looping fork test: `FORKSAFE_ROUNDS`, default 2000.
+pub fn rounds() -> u32 {
+    std::env::var("FORKSAFE_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
+}
+
 /// The body of a looping fork test (`fork_after_shutdown`,
 /// `fork_while_workers_start`): `FORKSAFE_ROUNDS` rounds (default 2000),
 /// each with a fresh engine of `workers` workers per lane on which
@@ -258,10 +266,7 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
 /// reports the rounds passed.
 pub fn fork_rounds(name: &str, workers: usize, before_fork: impl Fn(u32, &Engine)) {
     quiet_panics();
-    let rounds: u32 = std::env::var("FORKSAFE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+    let rounds = rounds();
     for round in 0..rounds {
         let e = engine(workers, workers);
         before_fork(round, &e);
