@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-facade.sh — enforce DESIGN.md's one rule about synchronisation:
+# check-facade.sh — enforce docs/DESIGN.md's one rule about synchronisation:
 # the `sync` facade (core/src/sync/) is the only module that names
 # `std::sync`, `std::thread`, `UnsafeCell`, `thread_local!`, `parking_lot`,
 # `crossbeam`, `loom` or `shuttle`. Everything else in core/src, engine/src

@@ -1,4 +1,4 @@
-//! `forksafe-bench`: the DESIGN.md performance anchors on forksafe's
+//! `forksafe-bench`: the docs/DESIGN.md performance anchors on forksafe's
 //! production engine.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The DESIGN.md workloads, each pushed from one thread (or two for
+//! The docs/DESIGN.md workloads, each pushed from one thread (or two for
 //! `indep-2t`) and timed to the final `wait_all`.
 
 use forksafe::{Engine, Var};

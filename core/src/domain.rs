@@ -100,7 +100,7 @@ impl ForkDomain {
     }
 
     /// The fork **prepare** step, for the atfork prepare handler. Does no
-    /// draining (DESIGN.md): closes the registry's and every engine's fork
+    /// draining (docs/DESIGN.md): closes the registry's and every engine's fork
     /// gate, waiting only for bookkeeping sections already open, and records
     /// what is pending. Bounded by the longest section; never waits for an
     /// op or for the host lock.

@@ -1,5 +1,5 @@
 //! Drained fork support: quiesce every engine of a fork domain at once,
-//! bounded by one deadline, before a fork (DESIGN.md, "Drained fork"). Each
+//! bounded by one deadline, before a fork (docs/DESIGN.md, "Drained fork"). Each
 //! engine's quiesce waits with the host lock released through its own
 //! bridge (H2). Core never forks: the engine crate's `forksafe::fork()`
 //! calls [`ForkDomain::quiesce_all`], forks, and drops the result.

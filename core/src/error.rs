@@ -1,4 +1,4 @@
-//! Typed errors: bad input is an error at the call, never a panic (DESIGN.md,
+//! Typed errors: bad input is an error at the call, never a panic (docs/DESIGN.md,
 //! "Bad input gets a clear error, nothing lost").
 
 use crate::op::OpInfo;
@@ -6,6 +6,7 @@ use std::fmt;
 
 /// Why an op did not complete successfully (I7).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OpErrorKind {
     /// The body returned an error with this message.
     Failed(String),
@@ -18,6 +19,10 @@ pub enum OpErrorKind {
     Cancelled,
     /// An async op's completion token was dropped without completing it.
     TokenDropped,
+    /// The op was ready, but its lane had no worker free to run it and the
+    /// OS refused to start one (the message says why). Nothing hangs: the
+    /// op completes with this error and poisons what it writes (I2, I7).
+    WorkerStart(String),
 }
 
 /// The error an op raised, naming the op that first raised it. Vars written
@@ -64,6 +69,7 @@ impl fmt::Display for OpError {
             OpErrorKind::LostInFork => "was pending at fork; not run in the child".into(),
             OpErrorKind::Cancelled => "was cancelled by shutdown".into(),
             OpErrorKind::TokenDropped => "completion token dropped unfinished".into(),
+            OpErrorKind::WorkerStart(m) => format!("had no worker: cannot start one: {m}"),
         };
         write!(f, "op '{}' (#{}) {}", self.0.op.name, self.0.op.id, what)
     }
@@ -111,8 +117,22 @@ pub enum Error {
     StaleEpoch,
     /// An engine configuration value is out of range.
     InvalidConfig(&'static str),
-    /// The operating system refused to start a worker thread.
+    /// The operating system refused to start a worker thread (at
+    /// `Engine::new`, or the stand-in a wait inside an op needed).
     Spawn(String),
+    /// A wait inside an op would block while `limit` other workers of its
+    /// lane are blocked in such waits already (`Config::max_stand_ins`).
+    StandInLimit {
+        /// The lane's cap.
+        limit: usize,
+    },
+    /// The operating system refused to fork.
+    ForkFailed(String),
+    /// The fork handlers could not be registered (`pthread_atfork`).
+    ForkHandlers(String),
+    /// The process's default engine has already started; it is never
+    /// replaced.
+    DefaultEngineStarted,
 }
 
 impl fmt::Display for Error {
@@ -143,6 +163,13 @@ impl fmt::Display for Error {
             Error::StaleEpoch => write!(f, "handle belongs to an earlier fork epoch"),
             Error::InvalidConfig(what) => write!(f, "invalid engine config: {what}"),
             Error::Spawn(e) => write!(f, "cannot start a worker thread: {e}"),
+            Error::StandInLimit { limit } => write!(
+                f,
+                "wait inside an op refused: {limit} workers of its lane already wait inside ops"
+            ),
+            Error::ForkFailed(e) => write!(f, "fork failed: {e}"),
+            Error::ForkHandlers(e) => write!(f, "cannot register the fork handlers: {e}"),
+            Error::DefaultEngineStarted => write!(f, "the default engine has already started"),
         }
     }
 }

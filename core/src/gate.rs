@@ -64,7 +64,7 @@ impl ForkGate {
         ForkGate {
             shards: std::array::from_fn(|_| Padded(AtomicUsize::new(0))),
             #[cfg(loom)]
-            waiters: Mutex::new(Vec::new()),
+            waiters: Mutex::ranked(Vec::new(), crate::sync::LockRank::Leaf),
         }
     }
 

@@ -2,7 +2,7 @@
 //! [`OnceFlag`] for the `pthread_atfork` registration and a [`LazySlot`]
 //! for the lazily started default engine. Neither holds a lock: a fork can
 //! copy them at any instant and the child finds a state it can go on from
-//! (DESIGN.md, "Production primitives in a fork child": no `Once` can be
+//! (docs/DESIGN.md, "Production primitives in a fork child": no `Once` can be
 //! half-done at fork).
 
 use crate::sync::{spin_step, AtomicU64, AtomicUsize, Ordering};

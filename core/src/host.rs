@@ -1,7 +1,7 @@
 //! The host bridge: how the engine calls into a host runtime that has a
 //! global lock (CPython's GIL), and how it gets out of the host's way.
 //!
-//! The engine keeps two rules about it (DESIGN.md, "Lanes and the host
+//! The engine keeps two rules about it (docs/DESIGN.md, "Lanes and the host
 //! lock"):
 //! - **H1**: no engine lock is held while host code runs — op bodies, the
 //!   bridge, drops of host payloads and tokens.

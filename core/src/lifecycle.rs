@@ -1,4 +1,4 @@
-//! The lifecycle state machine: every edge in one table (DESIGN.md,
+//! The lifecycle state machine: every edge in one table (docs/DESIGN.md,
 //! "Lifecycle, fork and shutdown"). The fork window (prepare → parent/child)
 //! is orthogonal to these states: it is the closed fork gate, and the state
 //! is the same on both sides of it except in the child.

@@ -1,6 +1,9 @@
-//! Per-lane ready queues with priority bands and the lane's idle workers.
+//! Per-lane ready queues with priority bands, and the lane's state beside
+//! them: its worker pool ([`Pool`]), what is running, and the quiesce and
+//! shutdown flags.
 
 use crate::op::OpCell;
+use crate::pool::Pool;
 use crate::sync::{Arc, Thread};
 use std::collections::VecDeque;
 
@@ -10,19 +13,13 @@ use std::collections::VecDeque;
 pub const STARVATION_LIMIT: u32 = 8;
 
 /// One lane's ready ops and workers. Lives under the lane's lock. Guards I3
-/// (`paused`, `running`) and I8 (`stopped`, `in_bridge`).
+/// (`paused`, `running`) and I8 (`stopped`, `in_bridge`); its `pool` keeps
+/// the sizing rule (see [`crate::pool`]).
 pub(crate) struct LaneState<P> {
     bands: [VecDeque<Arc<OpCell<P>>>; 3],
     streak: u32,
-    /// Parked workers by worker index, woken one per ready op.
-    pub(crate) idle: Vec<(usize, Thread)>,
-    /// Workers alive (running or parked).
-    pub(crate) workers: usize,
-    /// Next worker index.
-    pub(crate) spawned: usize,
-    /// Workers inside a blocking wait from an op body; the lane may start
-    /// as many extra workers, so waiting inside an op never starves the lane.
-    pub(crate) blocked: usize,
+    /// The lane's worker threads.
+    pub(crate) pool: Pool,
     /// Ops dispatched and not complete (async ops until their token).
     pub(crate) running: usize,
     /// A quiesce holds: no op is popped.
@@ -37,14 +34,13 @@ pub(crate) struct LaneState<P> {
 }
 
 impl<P> LaneState<P> {
-    pub(crate) fn new() -> Self {
+    /// An empty lane of `workers` workers, with at most `max_stand_ins`
+    /// blocked waits inside ops at once.
+    pub(crate) fn new(workers: usize, max_stand_ins: usize) -> Self {
         LaneState {
             bands: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             streak: 0,
-            idle: Vec::new(),
-            workers: 0,
-            spawned: 0,
-            blocked: 0,
+            pool: Pool::new(workers, max_stand_ins),
             running: 0,
             paused: false,
             stopped: false,

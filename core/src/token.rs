@@ -7,9 +7,9 @@ use crate::op::{OpCell, Payload};
 use crate::sync::Arc;
 use std::fmt;
 
-/// Completes an async op. Completing it twice is [`Error::AlreadyCompleted`];
+/// Completes an async op. Completing it twice is [`crate::Error::AlreadyCompleted`];
 /// completing it in a fork child, where the op was lost, is
-/// [`Error::StaleEpoch`]; dropping it unfinished completes the op with
+/// [`crate::Error::StaleEpoch`]; dropping it unfinished completes the op with
 /// [`OpErrorKind::TokenDropped`]. Guards I2.
 pub struct CompletionToken<P: Payload> {
     pub(crate) shared: Arc<Shared<P>>,

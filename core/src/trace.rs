@@ -44,10 +44,13 @@ impl Tracer {
     pub(crate) fn new() -> Self {
         Tracer {
             on: AtomicBool::new(false),
-            inner: Mutex::new(Recording {
-                origin: None,
-                events: Vec::new(),
-            }),
+            inner: Mutex::ranked(
+                Recording {
+                    origin: None,
+                    events: Vec::new(),
+                },
+                crate::sync::LockRank::Leaf,
+            ),
         }
     }
 

@@ -324,3 +324,31 @@ fn a_second_wait_with_a_surplus_worker_gets_no_further_worker() {
     assert_eq!(done_rx.recv_timeout(BOUND).unwrap(), Ok(()));
     e.wait_all().unwrap();
 }
+
+/// The stand-in cap: with `max_stand_ins = 1` on a lane of one, the first
+/// wait inside an op blocks (its stand-in runs the second op), and the
+/// second op's own wait — a second blocked worker — is refused with
+/// `StandInLimit` at once instead of blocking; once the var is free the
+/// first wait returns and nothing is left pending.
+#[test]
+fn a_wait_past_the_stand_in_cap_is_refused() {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let config = Config {
+        compute_workers: 1,
+        max_stand_ins: 1,
+        ..Config::default()
+    };
+    let e = Arc::new(Engine::with_bridge(domain, config, Box::new(forksafe_core::NoHost)).unwrap());
+    let v = e.new_var().unwrap();
+    let token = hold_var(&e, &v).recv_timeout(BOUND).unwrap();
+    let first = push_waiter(&e, &v);
+    let second = push_waiter(&e, &v);
+    match second.recv_timeout(BOUND).unwrap() {
+        Err(Error::StandInLimit { limit: 1 }) => {}
+        other => panic!("the second wait gave {other:?}"),
+    }
+    assert!(first.try_recv().is_err(), "the first wait returned early");
+    token.complete(Ok(())).unwrap();
+    assert_eq!(first.recv_timeout(BOUND).unwrap(), Ok(()));
+    e.wait_all_timeout(BOUND).unwrap();
+}

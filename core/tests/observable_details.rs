@@ -169,6 +169,10 @@ fn errors_name_their_op_and_what_happened() {
         (OpErrorKind::LostInFork, "pending at fork"),
         (OpErrorKind::Cancelled, "cancelled by shutdown"),
         (OpErrorKind::TokenDropped, "token dropped"),
+        (
+            OpErrorKind::WorkerStart("EAGAIN".into()),
+            "had no worker: cannot start one: EAGAIN",
+        ),
     ];
     for (kind, what) in cases {
         let err = OpError::new(info("load", 42), kind.clone());
@@ -213,6 +217,22 @@ fn errors_name_their_op_and_what_happened() {
         (Error::StaleEpoch, "earlier fork epoch".into()),
         (Error::InvalidConfig("workers"), "config: workers".into()),
         (Error::Spawn("EAGAIN".into()), "thread: EAGAIN".into()),
+        (
+            Error::StandInLimit { limit: 7 },
+            "refused: 7 workers".into(),
+        ),
+        (
+            Error::ForkFailed("ENOMEM".into()),
+            "fork failed: ENOMEM".into(),
+        ),
+        (
+            Error::ForkHandlers("ENOMEM".into()),
+            "fork handlers: ENOMEM".into(),
+        ),
+        (
+            Error::DefaultEngineStarted,
+            "default engine has already".into(),
+        ),
     ];
     for (err, what) in texts {
         let shown = err.to_string();

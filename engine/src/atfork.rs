@@ -32,8 +32,8 @@ pub(crate) fn ensure_registered() -> Result<(), Error> {
         if rc == 0 {
             Ok(())
         } else {
-            Err(Error::Spawn(format!(
-                "pthread_atfork failed: {}",
+            Err(Error::ForkHandlers(format!(
+                "pthread_atfork: {}",
                 std::io::Error::from_raw_os_error(rc)
             )))
         }

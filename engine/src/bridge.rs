@@ -6,7 +6,7 @@
 //! ```
 //! use forksafe::bridge::GilBridge;
 //! use forksafe::{Config, Engine};
-//! use forksafe::core::sync::Arc; // std's Arc in production builds
+//! use std::sync::Arc;
 //! let gil = Arc::new(GilBridge::new());
 //! let engine = Engine::with_bridge(Config::default(), Box::new(gil.clone())).unwrap();
 //! let v = engine.new_var().unwrap();

@@ -24,7 +24,8 @@ pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Worker threads of the compute lane (1..=1024). Workers start lazily.
+    /// Worker threads of the compute lane (1..=1024), started by the
+    /// constructor.
     pub compute_workers: usize,
     /// Worker threads of the host lane (1..=1024).
     pub host_workers: usize,
@@ -35,8 +36,13 @@ pub struct Config {
     /// Stack size of each worker thread in bytes (`None`: std's default,
     /// 2 MiB; `Some(0)` is invalid). Host bodies that recurse deeply (a
     /// Python interpreter, say) may want more. A size the OS cannot provide
-    /// makes every worker start fail, and ops stay queued.
+    /// fails the constructor with [`Error::Spawn`].
     pub worker_stack_size: Option<usize>,
+    /// Per lane, at most this many workers blocked at once in a wait inside
+    /// an op (0..=1024, default 64): each such wait gets a stand-in worker,
+    /// parked and reused afterwards; a wait past the cap fails with
+    /// [`Error::StandInLimit`].
+    pub max_stand_ins: usize,
     /// How long [`crate::fork`] waits for running ops before forking anyway
     /// (positive, at most [`MAX_DEADLINE`]).
     pub fork_drain: Duration,
@@ -54,6 +60,7 @@ impl Default for Config {
             max_pending: core.max_pending,
             thread_name: core.thread_name,
             worker_stack_size: core.worker_stack_size,
+            max_stand_ins: core.max_stand_ins,
             fork_drain: Duration::from_secs(5),
             shutdown_deadline: Duration::from_secs(1),
         }
@@ -88,6 +95,7 @@ impl Config {
             max_pending: self.max_pending,
             thread_name: self.thread_name.clone(),
             worker_stack_size: self.worker_stack_size,
+            max_stand_ins: self.max_stand_ins,
         }
     }
 }

@@ -26,8 +26,9 @@ pub fn default_engine() -> Result<&'static Engine> {
 }
 
 /// Starts the default engine with `config` and `bridge`. Fails with
-/// [`Error::InvalidConfig`] if the config is out of range or the default
-/// engine has already started (it is never replaced).
+/// [`Error::InvalidConfig`] if the config is out of range, and with
+/// [`Error::DefaultEngineStarted`] if the default engine has already
+/// started (it is never replaced).
 ///
 /// ```
 /// use forksafe::{bridge::NoHost, Config, Error};
@@ -37,22 +38,18 @@ pub fn default_engine() -> Result<&'static Engine> {
 pub fn init_default(config: Config, bridge: Box<dyn HostBridge>) -> Result<&'static Engine> {
     config.validate()?;
     if DEFAULT.get().is_some() {
-        return Err(Error::InvalidConfig(
-            "the default engine has already started",
-        ));
+        return Err(Error::DefaultEngineStarted);
     }
     let mut mine = None;
     let engine = DEFAULT.get_or_try_init(|| {
         let e = Engine::with_bridge(config, bridge)?;
-        mine = Some(e.core().id());
+        mine = Some(e.id());
         Ok::<_, Error>(e)
     })?;
-    if Some(engine.core().id()) == mine {
+    if Some(engine.id()) == mine {
         Ok(engine)
     } else {
-        Err(Error::InvalidConfig(
-            "the default engine has already started",
-        ))
+        Err(Error::DefaultEngineStarted)
     }
 }
 

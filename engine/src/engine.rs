@@ -13,7 +13,7 @@ use std::time::Duration;
 /// An op id: the push sequence number, unique per engine.
 pub type OpId = u64;
 
-/// A dependency engine (DESIGN.md): ops with read and write sets run on
+/// A dependency engine (docs/DESIGN.md): ops with read and write sets run on
 /// worker lanes in per-var push order, and the engine stays usable across
 /// `fork()`. Workers start lazily. Dropping it shuts it down within
 /// [`Config::shutdown_deadline`] (see [`Engine::shutdown`]).
@@ -68,9 +68,9 @@ impl Engine {
         &self.config
     }
 
-    /// The core engine underneath, for what this wrapper does not expose.
-    pub fn core(&self) -> &forksafe_core::Engine<Task> {
-        &self.inner
+    /// The engine's id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.inner.id()
     }
 
     /// The engine's lifecycle state.
@@ -96,14 +96,15 @@ impl Engine {
         OpBuilder::new(self, name.into())
     }
 
-    /// Pushes a raw core op spec (blocking for room if a pending bound is
-    /// set, with the host lock released).
-    pub fn push(&self, spec: OpSpec<Task>) -> Result<OpId> {
+    /// Pushes an op built by [`OpBuilder`] (blocking for room if a pending
+    /// bound is set, with the host lock released; never from inside an op).
+    pub(crate) fn push(&self, spec: OpSpec<Task>) -> Result<OpId> {
         self.inner.push(spec)
     }
 
-    /// Pushes a raw core op spec, or [`crate::Error::Full`] at the pending bound.
-    pub fn try_push(&self, spec: OpSpec<Task>) -> Result<OpId> {
+    /// Pushes an op built by [`OpBuilder`], or [`crate::Error::Full`] at the
+    /// pending bound.
+    pub(crate) fn try_push(&self, spec: OpSpec<Task>) -> Result<OpId> {
         self.inner.try_push(spec)
     }
 

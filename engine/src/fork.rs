@@ -78,7 +78,7 @@ pub fn fork() -> Result<Forked> {
 ///
 /// Errors: [`Error::ZeroTimeout`] for a zero bound; [`Error::ShutDown`] if
 /// an engine is shutting down; [`Error::ForkInProgress`] from another
-/// fork's handlers; [`Error::Spawn`] if the OS refuses the fork.
+/// fork's handlers; [`Error::ForkFailed`] if the OS refuses the fork.
 ///
 /// ```
 /// use forksafe::Error;
@@ -108,6 +108,6 @@ pub fn fork_with(drain: Duration) -> Result<Forked> {
             drain: report,
         }),
         Ok(ForkResult::Child) => Ok(Forked::Child { drain: report }),
-        Err(errno) => Err(Error::Spawn(format!("fork failed: {errno}"))),
+        Err(errno) => Err(Error::ForkFailed(errno.to_string())),
     }
 }

@@ -6,7 +6,7 @@
 //! a compute lane or on a host lane that calls host code (an embedding
 //! interpreter) with the host's global lock held through a
 //! [`HostBridge`]. The concurrency core — locks, queues, the worker loop,
-//! the quiesce/fork/shutdown protocol — is [`forksafe_core`], model-checked
+//! the quiesce/fork/shutdown protocol — is the `forksafe-core` crate, model-checked
 //! under loom and shuttle; this crate sizes its pools, registers the real
 //! `pthread_atfork` handlers, and adds the default engine, [`fork`] and the
 //! exit hook.
@@ -63,11 +63,9 @@ pub use op::OpBuilder;
 pub use task::{Task, Token};
 pub use trace::Trace;
 
-/// The concurrency core this crate is built on.
-pub use forksafe_core as core;
 pub use forksafe_core::{
     Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, OpName, Priority, Result,
-    ShutdownReport, State, TraceEvent, MAX_OP_VARS,
+    ShutdownReport, State, TraceEvent, DEFAULT_MAX_STAND_INS, MAX_OP_VARS,
 };
 
 /// A var of the production engine: a handle naming a resource, whose

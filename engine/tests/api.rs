@@ -422,7 +422,7 @@ fn default_engine_is_shared_and_not_replaced() {
     assert!(std::ptr::eq(a, b));
     assert!(matches!(
         forksafe::init_default(Config::default(), Box::new(forksafe::NoHost)),
-        Err(Error::InvalidConfig(_))
+        Err(Error::DefaultEngineStarted)
     ));
     let v = a.new_var().unwrap();
     a.op("default").writes(&[&v]).run(|| {}).unwrap();

@@ -14,6 +14,7 @@
 #![cfg(loom)]
 
 mod loom_common;
+mod pool_common;
 
 use forksafe_core::sync::mutant::{self, Mutant};
 use forksafe_core::{Error, Lane, State};
@@ -153,6 +154,26 @@ fn counted_refusal() {
     }
 }
 
+/// (f) The stand-in lifecycle, two rounds: the second round's wait needs
+/// the spare the first retired. With the mutant the recalled spare is
+/// counted but never woken, and the wait blocks for ever. Threads: main +
+/// worker + stand-in.
+fn recall_without_wake() {
+    let mut b = builder();
+    b.preemption_bound = Some(bound().min(1));
+    check_with("recall_without_wake", b, || pool_common::stand_in_rounds(2));
+}
+
+/// (g) The bound rule: with `max_pending = 1`, an op's body pushes. With
+/// the mutant the push waits for the slot its own op holds. Threads: main
+/// + worker.
+fn push_inside_op_waits() {
+    check(
+        "push_inside_op_waits",
+        pool_common::push_inside_at_the_bound,
+    );
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
@@ -160,6 +181,8 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::PushWaitsForQuiesce,
         Mutant::ChildRerun,
         Mutant::CountedRefusal,
+        Mutant::RecallWithoutWake,
+        Mutant::PushInsideOpWaits,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -172,6 +195,8 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::PushWaitsForQuiesce => push_waits_for_quiesce,
         Mutant::ChildRerun => child_rerun,
         Mutant::CountedRefusal => counted_refusal,
+        Mutant::RecallWithoutWake => recall_without_wake,
+        Mutant::PushInsideOpWaits => push_inside_op_waits,
     }
 }
 
@@ -191,6 +216,8 @@ fn mutant_run() {
         "PushWaitsForQuiesce" => Mutant::PushWaitsForQuiesce,
         "ChildRerun" => Mutant::ChildRerun,
         "CountedRefusal" => Mutant::CountedRefusal,
+        "RecallWithoutWake" => Mutant::RecallWithoutWake,
+        "PushInsideOpWaits" => Mutant::PushInsideOpWaits,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -291,6 +318,28 @@ fn caught_counted_refusal() {
 #[test]
 fn sound_counted_refusal() {
     counted_refusal();
+}
+
+#[test]
+fn caught_recall_without_wake() {
+    let msg = caught(Mutant::RecallWithoutWake);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_recall_without_wake() {
+    recall_without_wake();
+}
+
+#[test]
+fn caught_push_inside_op_waits() {
+    let msg = caught(Mutant::PushInsideOpWaits);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_push_inside_op_waits() {
+    push_inside_op_waits();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

@@ -3,7 +3,7 @@
 //! serial) and I5 (the child world: inherited ops complete `LostInFork`
 //! without running, the child settles at its first call and works).
 //!
-//! Fork is modelled as DESIGN.md suggests. loom allows five threads a run
+//! Fork is modelled as docs/DESIGN.md suggests. loom allows five threads a run
 //! and never reuses one, so there are two stages: the parent model forks
 //! at prepare's fork point (`domain.prepare()`, `fork_snapshot`,
 //! `domain.parent()`), checks I6, and records the snapshot in a set

@@ -8,6 +8,7 @@
 
 #![cfg(shuttle)]
 
+mod pool_common;
 mod shuttle_common;
 
 use forksafe_core::sync::mutant::{self, Mutant};
@@ -280,4 +281,38 @@ fn caught_counted_refusal() {
         msg.contains("exceeded max_steps"),
         "expected the step bound (a livelock), got: {msg}"
     );
+}
+
+/// (f) The stand-in lifecycle, two rounds: the second round's wait needs
+/// the spare the first retired; with the mutant the recalled spare is
+/// never woken and the wait blocks for ever.
+fn recall_without_wake() {
+    pool_common::stand_in_rounds(2);
+}
+
+#[test]
+fn caught_recall_without_wake() {
+    let msg = caught(Mutant::RecallWithoutWake, recall_without_wake);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_recall_without_wake() {
+    sound(recall_without_wake);
+}
+
+/// (g) The bound rule: with `max_pending = 1` an op's body pushes; with
+/// the mutant the push waits for the slot its own op holds.
+#[test]
+fn caught_push_inside_op_waits() {
+    let msg = caught(
+        Mutant::PushInsideOpWaits,
+        pool_common::push_inside_at_the_bound,
+    );
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_push_inside_op_waits() {
+    sound(pool_common::push_inside_at_the_bound);
 }

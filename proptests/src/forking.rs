@@ -1,4 +1,4 @@
-//! What a fork child may use (DESIGN.md, "Testing real forks"): reports go
+//! What a fork child may use (docs/DESIGN.md, "Testing real forks"): reports go
 //! out with one `write(2)`, the child leaves with `_exit`, and the parent
 //! waits for it under a watchdog that kills it and fails, never hangs.
 

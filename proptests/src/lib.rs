@@ -1,16 +1,16 @@
 //! `forksafe-proptests`: differential property tests of forksafe against a
-//! serial reference (DESIGN.md, "Crates").
+//! serial reference (docs/DESIGN.md, "Crates").
 //!
 //! - [`program`]: a small program language over a handful of vars: ops
 //!   that read and write values (sync, async, host; succeeding, failing,
 //!   panicking, waiting inside their body), var deletes, poison clears,
 //!   waits on a var, `wait_all`, quiesce/resume, and forks.
-//! - [`reference`]: the serial reference interpreter (push order, one op
-//!   at a time, DESIGN.md's error rules).
+//! - [`reference`](mod@reference): the serial reference interpreter (push order, one op
+//!   at a time, docs/DESIGN.md's error rules).
 //! - [`exec`]: runs a program on the real engine beside the reference and
 //!   compares at every wait; a fork's child checks its state against the
 //!   reference at the fork point and runs the rest of the program.
-//! - [`strategy`]: proptest strategies (shrinkable); [`decode`]: bytes to
+//! - [`strategy`]: proptest strategies (shrinkable); [`decode`](mod@decode): bytes to
 //!   programs for the fuzz targets, and back.
 //! - [`lifecycle`]: concurrent lifecycle sequences (push, wait, quiesce,
 //!   resume, shutdown, simulated fork from several threads) for the

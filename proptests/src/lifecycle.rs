@@ -12,8 +12,8 @@
 //! contract gives for the state (`ShutDown` after a shutdown, errors of
 //! cancelled ops).
 
-use forksafe::core::{Config, Engine, ForkDomain, OpSpec};
 use forksafe::{Error, Lane, OpErrorKind, Task};
+use forksafe_core::{Config, Engine, ForkDomain, OpSpec};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -114,7 +114,7 @@ const SHORT: Duration = Duration::from_millis(5);
 
 struct Ctx {
     engine: Engine<Task>,
-    vars: Vec<forksafe::core::Var<Task>>,
+    vars: Vec<forksafe_core::Var<Task>>,
     /// Per accepted op (by label): how many times its body ran.
     runs: Vec<AtomicU32>,
     next_label: AtomicUsize,

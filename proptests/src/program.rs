@@ -50,7 +50,7 @@ pub struct OpStmt {
     pub priority: u8,
     /// The body calls `wait_for_var` on the op's first var (its reads, then
     /// its writes): `WaitOnSelf` if the op writes it, else the var's
-    /// poison, since every earlier write of it is complete (DESIGN.md,
+    /// poison, since every earlier write of it is complete (docs/DESIGN.md,
     /// "Waiting inside an op").
     pub body_wait: bool,
 }

@@ -1,5 +1,5 @@
 //! The serial reference: what a program gives when every op runs alone, in
-//! push order, the moment it is pushed (I1), with DESIGN.md's error rules
+//! push order, the moment it is pushed (I1), with docs/DESIGN.md's error rules
 //! (I7): a failing or panicking op poisons the vars it writes with an error
 //! naming it; an op touching a poisoned var is skipped and passes the first
 //! poison it finds (its reads, then its writes, in the order given) to the

@@ -2,7 +2,7 @@
 //! the serial reference, real forks included; failures shrink to a minimal
 //! program, printed with the reason.
 //!
-//! A `harness = false` binary (DESIGN.md, "Testing real forks"): libtest's
+//! A `harness = false` binary (docs/DESIGN.md, "Testing real forks"): libtest's
 //! threads could hold output locks at a fork. Each property runs in a
 //! fresh subprocess of this binary (its own process group) under a
 //! watchdog that kills it and fails; every fork inside has its own
@@ -277,7 +277,7 @@ fn decode_roundtrip(cases: u32) -> Result<String, String> {
 /// Found by `programs_with_forks` (shrunk to `clear_poison v0; delete v0;
 /// fork (raw)`): a `clear_poison` inherited by a fork child cleared the
 /// var's poison, i.e. the child carried out an op it must complete with
-/// `LostInFork` without running (DESIGN.md, I5). Run with both fork kinds,
+/// `LostInFork` without running (docs/DESIGN.md, I5). Run with both fork kinds,
 /// with the var poisoned first and not.
 fn regression_lost_clear_poison(_cases: u32) -> Result<String, String> {
     use forksafe_proptests::program::{Mode, OpStmt, Outcome};

@@ -10,7 +10,7 @@ use forksafe_proptests::{run_program, Options};
 
 /// Found by `programs`: an async op whose body panics while it holds its
 /// token was reported as `TokenDropped` (the token's drop during the
-/// unwinding completed the op first), losing the panic; DESIGN.md (I7) and
+/// unwinding completed the op first), losing the panic; docs/DESIGN.md (I7) and
 /// `OpErrorKind::Panicked` say a panicking body fails the op with its
 /// panic.
 #[test]

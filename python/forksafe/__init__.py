@@ -81,7 +81,9 @@ class Engine(_native.Engine):
     Keyword arguments: ``compute_workers`` (2), ``host_workers`` (1),
     ``max_pending`` (None: unbounded), ``fork_drain`` (5.0 s),
     ``shutdown_deadline`` (1.0 s), ``thread_name`` ("forksafe"),
-    ``worker_stack_size`` (bytes; None: 2 MiB).
+    ``worker_stack_size`` (bytes; None: 2 MiB; a size the OS refuses raises
+    ``ForksafeError`` here), ``max_stand_ins`` (64: per lane, how many waits
+    inside ops may block at once, each with a stand-in worker).
 
     Methods: ``new_var``, ``array``, ``push`` (a Python callable, host lane),
     ``add``/``copy``/``fill``/``sleep`` (Rust, compute lane), ``wait``,
@@ -169,7 +171,7 @@ def _after_fork_parent() -> None:
 
 
 def _after_fork_child() -> None:
-    # DESIGN.md: the child does nothing eager; each engine settles at its
+    # docs/DESIGN.md: the child does nothing eager; each engine settles at its
     # first call. The held quiesces belong to the parent's epoch and are
     # inert here; the other threads' entries are the parent's.
     holds = list(_holds.values())

@@ -3,7 +3,7 @@
 //!
 //! - [`PyBridge`] takes the GIL (`Python::attach`) around each host call and
 //!   releases it (`Python::detach`) around every blocking engine wait made
-//!   by a thread that holds it (DESIGN.md, H2).
+//!   by a thread that holds it (docs/DESIGN.md, H2).
 //! - [`HostObj`] is how an op payload owns a Python object: it is dropped
 //!   (decref'd) only by a thread that holds the GIL while the interpreter is
 //!   alive, and leaked otherwise — in a fork child before the interpreter is

@@ -169,7 +169,8 @@ impl HostCall {
 /// held), built-in Rust ops (`add`, `copy`, `fill`, `sleep`) on the compute
 /// lane. Keyword arguments size it: `compute_workers`, `host_workers`,
 /// `max_pending` (None: unbounded), `fork_drain` and `shutdown_deadline`
-/// (seconds), `thread_name`, `worker_stack_size` (bytes; None: 2 MiB).
+/// (seconds), `thread_name`, `worker_stack_size` (bytes; None: 2 MiB),
+/// `max_stand_ins` (per lane, waits inside ops blocked at once; 64).
 #[pyclass(frozen, subclass, name = "Engine", module = "forksafe._forksafe")]
 pub struct PyEngine {
     pub(crate) engine: EngineRef,
@@ -180,7 +181,8 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (*, compute_workers=2, host_workers=1, max_pending=None,
                         fork_drain=5.0, shutdown_deadline=1.0, thread_name="forksafe",
-                        worker_stack_size=None, _default=false))]
+                        worker_stack_size=None, max_stand_ins=forksafe::DEFAULT_MAX_STAND_INS,
+                        _default=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -191,6 +193,7 @@ impl PyEngine {
         shutdown_deadline: f64,
         thread_name: &str,
         worker_stack_size: Option<usize>,
+        max_stand_ins: usize,
         _default: bool,
     ) -> PyResult<Self> {
         let config = Config {
@@ -199,6 +202,7 @@ impl PyEngine {
             max_pending,
             thread_name: thread_name.to_string(),
             worker_stack_size,
+            max_stand_ins,
             fork_drain: seconds("fork_drain", fork_drain)?,
             shutdown_deadline: seconds("shutdown_deadline", shutdown_deadline)?,
         };
@@ -543,7 +547,7 @@ impl PyEngine {
     fn __repr__(&self) -> String {
         format!(
             "<forksafe.Engine id={} state={}{}>",
-            self.engine.core().id(),
+            self.engine.id(),
             state_name(self.engine.state()),
             if self.is_default() { " default" } else { "" }
         )
@@ -560,7 +564,7 @@ fn default_engine(py: Python<'_>, config: Config) -> PyResult<EngineRef> {
         Ok(e) => Ok(EngineRef::Default(e)),
         // Another thread started it first (with the Python bridge too: only
         // this module starts the default engine of this extension).
-        Err(forksafe::Error::InvalidConfig(_))
+        Err(forksafe::Error::DefaultEngineStarted)
             if forksafe::default_engine_if_started().is_some() =>
         {
             Ok(EngineRef::Default(

@@ -18,7 +18,7 @@ pyo3::create_exception!(
     ForksafeError,
     "An op failed (its callback raised, a Rust op failed), or was lost in a fork child, or \
      cancelled by shutdown. Attributes: op_name, op_id, kind ('failed', 'panicked', \
-     'lost_in_fork', 'cancelled', 'token_dropped'), exc_type (the callback's exception type \
+     'lost_in_fork', 'cancelled', 'token_dropped', 'worker_start'), exc_type (the callback's exception type \
      name, or None), message (the original message), traceback (the callback's formatted \
      traceback text, or None), errors (from wait_all: every error raised since the previous \
      wait_all, this one first)."
@@ -116,6 +116,13 @@ pub(crate) fn op_error(py: Python<'_>, e: &CoreOpError) -> PyErr {
             "completion token dropped unfinished".into(),
             None,
         ),
+        OpErrorKind::WorkerStart(m) => (
+            "worker_start",
+            None,
+            format!("had no worker: cannot start one: {m}"),
+            None,
+        ),
+        other => ("other", None, format!("{other:?}"), None),
     };
     let what = match (exc_type, traceback) {
         (Some(t), Some(tb)) => format!("failed: {t}: {message}\n\n{tb}"),

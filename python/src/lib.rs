@@ -52,7 +52,7 @@ impl ForkHold {
     }
 }
 
-/// The before-fork hook's work (a drained fork, DESIGN.md): quiesce each of
+/// The before-fork hook's work (a drained fork, docs/DESIGN.md): quiesce each of
 /// `engines` (every engine made from Python: only this module makes engines
 /// in this extension) within `drain` seconds in all, with the GIL released,
 /// and hold them until the fork returns. An engine that misses the bound is

@@ -253,3 +253,60 @@ def test_ctrl_c_interrupts_a_wait_on_the_main_thread(eng):
     finally:
         signal.signal(signal.SIGINT, previous)
     eng.shutdown(0.1)  # the 5 s Rust op keeps running; nothing waits for it
+
+
+def test_a_stack_size_the_os_refuses_raises_at_engine():
+    # Before: the engine was built and its ops never ran.
+    with pytest.raises(forksafe.ForksafeError, match="cannot start a worker thread"):
+        forksafe.Engine(worker_stack_size=2**62)
+
+
+def test_push_inside_a_callback_at_the_bound_raises_instead_of_hanging():
+    # The callback's op holds the only slot: the push inside it must not wait
+    # for it (the bound rule), it raises at once.
+    eng = forksafe.Engine(max_pending=1)
+    seen = []
+
+    def outer():
+        try:
+            eng.push(lambda: None)
+            seen.append("pushed")
+        except forksafe.ForksafeError as e:
+            seen.append(str(e))
+
+    eng.push(outer)
+    eng.wait_all(timeout=30)
+    assert seen == ["pending-op bound reached"]
+    eng.shutdown()
+
+
+def test_waits_inside_callbacks_reuse_their_stand_ins():
+    # A host callback on a 1-worker host lane waits for an op queued behind
+    # it, many times: each wait gets a stand-in, parked and reused after.
+    # Before, each cycle left an exited, unjoined stand-in whose stack stayed
+    # mapped (about 1.3 mappings a cycle; the process aborted near 32.7k).
+    eng = forksafe.Engine(host_workers=1)
+    v = eng.new_var()
+    done = eng.new_var()
+
+    def status(field):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    threads, maps = [], []
+    for _ in range(400):
+        gate = threading.Event()
+        eng.push(gate.wait, args=(30,))
+        eng.push(lambda: None, writes=[v], priority="low")
+        eng.push(lambda: eng.wait(v, timeout=30), writes=[done], priority="high")
+        gate.set()
+        eng.wait_all(timeout=30)
+        threads.append(status("Threads:"))
+        maps.append(mappings())
+    assert max(threads) - min(threads) <= 1, threads
+    assert maps[-1] - maps[20] < 64, (maps[20], maps[-1])
+    eng.shutdown()

@@ -24,6 +24,16 @@ pub(crate) enum Outcome {
     Pending,
 }
 
+/// What [`Shared::finish_planned`] did.
+pub(crate) struct Finished<P> {
+    /// A newly ready op the calling worker runs next.
+    pub(crate) inline: Option<Arc<OpCell<P>>>,
+    /// Whether this call completed the op.
+    pub(crate) done: bool,
+    /// Workers the completion planned, to bring to life outside the section.
+    pub(crate) spawns: Spawns,
+}
+
 /// Which ops a completion may finish.
 #[derive(PartialEq, Eq)]
 pub(crate) enum Finish {
@@ -31,6 +41,11 @@ pub(crate) enum Finish {
     Any,
     /// Only an op not yet dispatched (cancellation).
     OnlyQueued,
+    /// Only an op not yet dispatched, whose lane cannot run it (no worker
+    /// free, none can start): unlike a cancellation it poisons what it
+    /// writes, since it was ready, so every op before it on its vars is
+    /// done.
+    Unrunnable,
 }
 
 impl<P: Payload> Shared<P> {
@@ -68,6 +83,22 @@ impl<P: Payload> Shared<P> {
         worker: Option<Lane>,
         which: Finish,
     ) -> Result<(Option<Arc<OpCell<P>>>, bool)> {
+        let f = Shared::finish_planned(this, op, outcome, worker, which)?;
+        // A start failure fails the ops it strands (see `start_workers`);
+        // this completion itself is done.
+        let _ = Shared::start_workers(this, f.spawns);
+        Ok((f.inline, f.done))
+    }
+
+    /// [`Shared::finish_as`] without bringing workers to life: returns the
+    /// ones the completion planned.
+    pub(crate) fn finish_planned(
+        this: &Arc<Self>,
+        op: &Arc<OpCell<P>>,
+        outcome: Outcome,
+        worker: Option<Lane>,
+        which: Finish,
+    ) -> Result<Finished<P>> {
         let mut spawns = Spawns::new();
         let mut wake: Vec<Thread> = Vec::new();
         let inline = {
@@ -77,12 +108,16 @@ impl<P: Payload> Shared<P> {
             }
             let before = match which {
                 Finish::Any => op.try_finish(),
-                Finish::OnlyQueued => op.try_cancel().then_some(QUEUED),
+                Finish::OnlyQueued | Finish::Unrunnable => op.try_cancel().then_some(QUEUED),
             };
             let Some(before) = before else {
                 return match which {
                     Finish::Any => Err(Error::AlreadyCompleted),
-                    Finish::OnlyQueued => Ok((None, false)),
+                    Finish::OnlyQueued | Finish::Unrunnable => Ok(Finished {
+                        inline: None,
+                        done: false,
+                        spawns,
+                    }),
                 };
             };
             let (error, raised) = match outcome {
@@ -116,8 +151,11 @@ impl<P: Payload> Shared<P> {
         for t in wake {
             t.unpark();
         }
-        Shared::spawn_workers(this, spawns);
-        Ok((inline, true))
+        Ok(Finished {
+            inline,
+            done: true,
+            spawns,
+        })
     }
 
     /// Applies a completed op to its vars: version and poison of the vars it

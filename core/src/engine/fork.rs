@@ -136,11 +136,9 @@ impl<P: Payload> Shared<P> {
             // Ready ops were all in the live index and are done by now.
             drop(ls.drain());
             let carried_here = usize::from(carried_lane == Some(lane));
-            ls.idle.clear();
-            ls.workers = carried_here;
+            ls.pool.reset_in_child(carried_here);
             ls.running = carried_here;
             ls.in_bridge = if lane == Lane::Host { carried_here } else { 0 };
-            ls.blocked = 0;
             ls.paused = false;
             ls.stopped = state == State::Stopped;
             ls.drain_waiters.clear();

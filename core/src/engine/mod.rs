@@ -30,7 +30,8 @@ use crate::live::LiveShard;
 use crate::op::{Lane, OpCell, Payload};
 use crate::ready::LaneState;
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Exits, Mutex, Ordering, Thread, MODEL_BUILD,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, Thread,
+    MODEL_BUILD,
 };
 use crate::trace::{TraceEvent, Tracer};
 use crate::var::{Var, VarInner, VarState};
@@ -55,10 +56,19 @@ pub struct Config {
     /// Stack size of each worker thread in bytes (`None`: std's default,
     /// 2 MiB unless `RUST_MIN_STACK` says otherwise; sizes below the
     /// platform's minimum are raised to it). `Some(0)` is invalid. A size
-    /// the OS cannot provide makes every worker start fail: the ops stay
-    /// queued (see [`Engine::push`]).
+    /// the OS cannot provide fails [`Engine::new`] with [`Error::Spawn`].
     pub worker_stack_size: Option<usize>,
+    /// Per lane, at most this many of its workers may be blocked at once in
+    /// a wait inside an op (0..=1024; default 64). Each such wait lets the
+    /// lane run one stand-in worker, so a lane never has more than its size
+    /// plus this many threads; a wait past the cap fails with
+    /// [`Error::StandInLimit`] instead of blocking. Stand-ins are parked and
+    /// reused, never left behind (see the `pool` module's `# State`).
+    pub max_stand_ins: usize,
 }
+
+/// The default of [`Config::max_stand_ins`].
+pub const DEFAULT_MAX_STAND_INS: usize = 64;
 
 impl Default for Config {
     fn default() -> Self {
@@ -68,6 +78,7 @@ impl Default for Config {
             max_pending: None,
             thread_name: "forksafe".into(),
             worker_stack_size: None,
+            max_stand_ins: DEFAULT_MAX_STAND_INS,
         }
     }
 }
@@ -100,6 +111,9 @@ impl Config {
         }
         if self.worker_stack_size == Some(0) {
             return Err(Error::InvalidConfig("worker_stack_size must be positive"));
+        }
+        if self.max_stand_ins > 1024 {
+            return Err(Error::InvalidConfig("max_stand_ins must be in 0..=1024"));
         }
         Ok(())
     }
@@ -169,7 +183,7 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) tracer: Tracer,
 }
 
-/// A dependency engine over payload `P` (DESIGN.md). Dropping it shuts it
+/// A dependency engine over payload `P` (docs/DESIGN.md). Dropping it shuts it
 /// down with a one-second deadline and leaves the fork domain.
 ///
 /// ```
@@ -229,13 +243,41 @@ impl<P: Payload> Engine<P> {
         Self::with_bridge(domain, config, Box::new(NoHost))
     }
 
-    /// An engine whose host lane calls host code through `bridge`.
+    /// An engine whose host lane calls host code through `bridge`. Starts
+    /// each lane's configured workers (model builds: at the first op); a
+    /// worker the OS refuses fails the call with [`Error::Spawn`].
     pub fn with_bridge(
         domain: &'static ForkDomain,
         config: Config,
         bridge: Box<dyn HostBridge>,
     ) -> Result<Self> {
+        let engine = Self::unstarted_with_bridge(domain, config, bridge)?;
+        if !MODEL_BUILD {
+            // On failure the engine is dropped: shut down and unregistered.
+            Shared::start_base_workers(&engine.shared)?;
+        }
+        Ok(engine)
+    }
+
+    /// Unit tests: an engine whose workers start at the first op, as in
+    /// model builds.
+    #[cfg(test)]
+    pub(crate) fn unstarted(domain: &'static ForkDomain, config: Config) -> Result<Self> {
+        Self::unstarted_with_bridge(domain, config, Box::new(NoHost))
+    }
+
+    fn unstarted_with_bridge(
+        domain: &'static ForkDomain,
+        config: Config,
+        bridge: Box<dyn HostBridge>,
+    ) -> Result<Self> {
         config.validate()?;
+        let lanes = Lane::ALL.map(|lane| {
+            Mutex::ranked(
+                LaneState::new(config.workers(lane), config.max_stand_ins),
+                LockRank::Lane,
+            )
+        });
         let shared = Arc::new(Shared {
             id: domain.next_engine_id(),
             domain,
@@ -243,20 +285,23 @@ impl<P: Payload> Engine<P> {
             clock: Clock::new(),
             bridge,
             config,
-            lanes: [Mutex::new(LaneState::new()), Mutex::new(LaneState::new())],
+            lanes,
             queued_gen: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            ctl: Mutex::new(Control {
-                state: State::Running,
-                quiesces: 0,
-                errors: Vec::new(),
-                report: None,
-                push_waiters: Vec::new(),
-            }),
+            ctl: Mutex::ranked(
+                Control {
+                    state: State::Running,
+                    quiesces: 0,
+                    errors: Vec::new(),
+                    report: None,
+                    push_waiters: Vec::new(),
+                },
+                LockRank::Control,
+            ),
             state: AtomicUsize::new(State::Running.code()),
             live: (0..LIVE_SHARDS)
-                .map(|_| Mutex::new(LiveShard::new(LIVE_SHARDS as u64)))
+                .map(|_| Mutex::ranked(LiveShard::new(LIVE_SHARDS as u64), LockRank::LiveShard))
                 .collect(),
-            all_waiters: Mutex::new(Vec::new()),
+            all_waiters: Mutex::ranked(Vec::new(), LockRank::AllWaiters),
             all_waiting: AtomicUsize::new(0),
             next_op: AtomicU64::new(1),
             next_var: AtomicU64::new(1),
@@ -265,7 +310,7 @@ impl<P: Payload> Engine<P> {
             settling: AtomicBool::new(false),
             carried: AtomicU64::new(0),
             exits: Exits::new(),
-            timed: Mutex::new(Vec::new()),
+            timed: Mutex::ranked(Vec::new(), LockRank::Leaf),
             tracer: Tracer::new(),
         });
         domain.register(Box::new(Member(shared.clone())))?;
@@ -290,7 +335,7 @@ impl<P: Payload> Engine<P> {
             engine: self.shared.key(),
             state: Arc::new(VarState {
                 id,
-                inner: Mutex::new(VarInner::new()),
+                inner: Mutex::ranked(VarInner::new(), LockRank::Var),
             }),
         })
     }
@@ -337,6 +382,14 @@ impl<P: Payload> Engine<P> {
         let _section = self.shared.enter()?;
         let report = self.shared.ctl.lock().report.clone();
         Ok(report)
+    }
+
+    /// Model builds: worker threads of `lane` alive, spares included (the
+    /// pool models check the stand-in cap with it).
+    #[cfg(any(loom, shuttle))]
+    pub fn worker_threads(&self, lane: Lane) -> usize {
+        let _section = self.shared.enter();
+        self.shared.lane(lane).lock().pool.threads()
     }
 
     /// Model builds: moves the clock on one tick and wakes every timed

@@ -13,8 +13,16 @@ use std::time::Duration;
 
 impl<P: Payload> Engine<P> {
     /// Pushes an op; returns its id. With a pending bound, waits for room
-    /// with the host lock released (H2). Bad input is a typed error and
-    /// nothing already accepted is affected.
+    /// with the host lock released (H2), except when called from inside an
+    /// op of this engine: the calling op holds a slot that only its own
+    /// completion frees, so such a push never waits and returns
+    /// [`Error::Full`] at once when the bound is reached (the bound rule,
+    /// docs/DESIGN.md). Bad input is a typed error and nothing already
+    /// accepted is affected.
+    ///
+    /// An op is accepted even if its lane has no worker left and none can
+    /// start (a fork child whose OS refuses threads): it then completes at
+    /// once with [`crate::OpErrorKind::WorkerStart`], reported by waits.
     pub fn push(&self, spec: OpSpec<P>) -> Result<u64> {
         Shared::push(&self.shared, spec, true)
     }
@@ -63,6 +71,10 @@ impl<P: Payload> Shared<P> {
         if mutant::active(Mutant::PushWaitsForQuiesce) {
             this.mutant_wait_for_resume();
         }
+        // The bound rule: a push from inside an op of this engine never
+        // waits for a slot (its own op may hold the last one).
+        let block =
+            block && (this.calling_op().is_none() || mutant::active(Mutant::PushInsideOpWaits));
         this.reserve(block)?;
         let accepted = Shared::accept(this, spec, &order);
         if accepted.is_err() && this.config.max_pending.is_some() {
@@ -154,7 +166,9 @@ impl<P: Payload> Shared<P> {
             this.dispatch(std::iter::once(op), None, &mut spawns);
         }
         drop(section);
-        Shared::spawn_workers(this, spawns);
+        // The op is accepted: a start failure that strands it fails it
+        // with `WorkerStart`, reported at waits like any op error.
+        let _ = Shared::start_workers(this, spawns);
         Ok(id)
     }
 

@@ -126,7 +126,7 @@ impl<P: Payload> Shared<P> {
             let mut ls = self.lane(lane).lock();
             ls.paused = paused;
             if !paused {
-                wake.extend(ls.idle.drain(..).map(|(_, t)| t));
+                wake.extend(ls.pool.wake_all_idle());
             }
         }
         wake
@@ -171,7 +171,8 @@ impl<P: Payload> Shared<P> {
         for t in wake {
             t.unpark();
         }
-        Shared::spawn_workers(this, spawns);
+        // A start failure fails the ops it strands (`start_workers`).
+        let _ = Shared::start_workers(this, spawns);
     }
 
     /// Plans workers for ops queued while no worker was free; inside a
@@ -186,11 +187,9 @@ impl<P: Payload> Shared<P> {
         let mut spawns = Vec::new();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
-            let want = (ls.running + ls.len()).min(self.config.workers(lane) + ls.blocked);
-            while ls.workers < want {
-                ls.workers += 1;
-                ls.spawned += 1;
-                spawns.push((lane, ls.spawned));
+            let want = (ls.running + ls.len()).min(ls.pool.limit());
+            while ls.pool.workers() < want {
+                spawns.push((lane, ls.pool.add_worker()));
             }
         }
         spawns

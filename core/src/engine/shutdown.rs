@@ -57,7 +57,8 @@ impl<P: Payload> Shared<P> {
             for t in wake {
                 t.unpark();
             }
-            Shared::spawn_workers(this, spawns);
+            // A start failure fails the ops it strands (`start_workers`).
+            let _ = Shared::start_workers(this, spawns);
         }
         this.wait_live_until(caller, deadline);
         let report = Shared::stop(this, caller_op.map(|op| op.lane));
@@ -98,7 +99,7 @@ impl<P: Payload> Shared<P> {
             for lane in Lane::ALL {
                 let mut ls = this.lane(lane).lock();
                 ls.stopped = true;
-                wake.extend(ls.idle.drain(..).map(|(_, t)| t));
+                wake.extend(ls.pool.stop());
             }
             for t in wake {
                 t.unpark();

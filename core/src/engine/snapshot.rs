@@ -2,7 +2,7 @@
 //! closed, no section open) the parent model copies the engine into plain
 //! data; a child model rebuilds an engine from that copy with fresh
 //! primitives, in a domain whose epoch has moved on, and its first call
-//! settles it exactly as a real child would (DESIGN.md, "How the models
+//! settles it exactly as a real child would (docs/DESIGN.md, "How the models
 //! check this"). loom allows few threads per run and never reuses one, so
 //! the two worlds run as two models.
 
@@ -118,7 +118,7 @@ impl<P: Payload + Clone> Engine<P> {
                 let ls = s.lane(lane).lock();
                 LaneCopy {
                     ready: ls.ids(),
-                    workers: ls.workers,
+                    workers: ls.pool.workers(),
                     running: ls.running,
                     paused: ls.paused,
                     stopped: ls.stopped,
@@ -164,7 +164,7 @@ impl<P: Payload + Clone> Engine<P> {
                 engine: key,
                 state: Arc::new(VarState {
                     id: v.id,
-                    inner: Mutex::new(VarInner::new()),
+                    inner: Mutex::ranked(VarInner::new(), crate::sync::LockRank::Var),
                 }),
             })
             .collect();
@@ -221,7 +221,7 @@ impl<P: Payload + Clone> Engine<P> {
             for id in &c.ready {
                 ls.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
             }
-            ls.workers = c.workers;
+            ls.pool.set_workers(c.workers);
             ls.running = c.running;
             ls.paused = c.paused;
             ls.stopped = c.stopped;

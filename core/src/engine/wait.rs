@@ -1,7 +1,7 @@
 //! Waiting: `wait_for_var` and `wait_all` (I2), with deadlines, host-lock
 //! release (H2) and host interrupts. A wait from inside an op waits only for
 //! ops pushed before the calling op: any later op may depend on it, so
-//! waiting for one could deadlock (DESIGN.md, "Waiting inside an op").
+//! waiting for one could deadlock (docs/DESIGN.md, "Waiting inside an op").
 
 use super::worker::Spawns;
 use super::{AllWaiter, Engine, Shared};
@@ -96,7 +96,9 @@ impl<P: Payload> Shared<P> {
             }
             v.waiters.push(current_thread());
             drop(v);
-            Shared::block(this, section, caller, &mut blocked, deadline);
+            if let Err(e) = Shared::block(this, section, caller, &mut blocked, deadline) {
+                break Err(e);
+            }
         };
         this.unblock_caller(blocked);
         result
@@ -124,7 +126,9 @@ impl<P: Payload> Shared<P> {
             if let Some(e) = this.wait_expired(deadline, || pending) {
                 break Err(e);
             }
-            Shared::block(this, section, caller, &mut blocked, deadline);
+            if let Err(e) = Shared::block(this, section, caller, &mut blocked, deadline) {
+                break Err(e);
+            }
         };
         this.unblock_caller(blocked);
         this.leave_all_waiters(&me);
@@ -155,19 +159,24 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Ends `section` and parks until woken or `deadline`, after marking a
-    /// calling op's worker as blocked (so its lane can start a stand-in).
+    /// calling op's worker as blocked (so its lane can bring a stand-in to
+    /// life). Fails, without parking, when the lane is at its stand-in cap
+    /// ([`Error::StandInLimit`]) or the stand-in it needed could not start
+    /// ([`Error::Spawn`]): the wait returns that error rather than risk
+    /// waiting for ever.
     fn block(
         this: &Arc<Self>,
         section: crate::gate::Section<'_>,
         caller: Option<u64>,
         blocked: &mut Option<Lane>,
         deadline: Option<Instant>,
-    ) {
+    ) -> Result<()> {
+        let spawns = this.block_caller(caller, blocked)?;
         this.register_timed(deadline);
-        let spawns = this.block_caller(caller, blocked);
         drop(section);
-        Shared::spawn_workers(this, spawns);
+        Shared::start_workers(this, spawns)?;
         this.park(deadline);
+        Ok(())
     }
 
     /// Live ops pushed before `limit`; inside a section.
@@ -182,34 +191,30 @@ impl<P: Payload> Shared<P> {
 
     /// Marks the calling op's worker as blocked in a wait, once, and plans a
     /// stand-in worker if the lane would otherwise be short; inside a
-    /// section.
-    fn block_caller(&self, caller: Option<u64>, blocked: &mut Option<Lane>) -> Spawns {
+    /// section. Refused at the lane's stand-in cap.
+    fn block_caller(&self, caller: Option<u64>, blocked: &mut Option<Lane>) -> Result<Spawns> {
         let mut spawns = Spawns::new();
         if blocked.is_some() {
-            return spawns;
+            return Ok(spawns);
         }
         let Some(lane) = caller.and_then(|c| self.live_op(c)).map(|op| op.lane) else {
-            return spawns;
+            return Ok(spawns);
         };
         let mut ls = self.lane(lane).lock();
-        ls.blocked += 1;
+        ls.pool
+            .block()
+            .map_err(|limit| Error::StandInLimit { limit })?;
         *blocked = Some(lane);
-        if !ls.is_empty()
-            && ls.idle.is_empty()
-            && ls.workers < self.config.workers(lane) + ls.blocked
-        {
-            ls.workers += 1;
-            ls.spawned += 1;
-            spawns.push((lane, ls.spawned));
+        if !ls.is_empty() && !ls.pool.has_idle() && ls.pool.is_short() {
+            spawns.push((lane, ls.pool.add_worker()));
         }
-        spawns
+        Ok(spawns)
     }
 
     fn unblock_caller(&self, blocked: Option<Lane>) {
         if let Some(lane) = blocked {
             if let Ok(_section) = self.enter() {
-                let mut ls = self.lane(lane).lock();
-                ls.blocked = ls.blocked.saturating_sub(1);
+                self.lane(lane).lock().pool.unblock();
             }
         }
     }

@@ -1,20 +1,24 @@
 //! Dispatch and the worker loop: ready ops go to their lane's queue, idle
-//! workers are woken one per op, and workers start lazily up to the lane's
-//! size (plus one per worker blocked in a wait inside an op, so such waits
-//! never starve the pool).
+//! workers are woken one per op, and workers are brought to life up to the
+//! lane's limit (the pool's sizing rule, [`crate::pool`]): a parked spare
+//! first, a new thread only when no spare is left. A worker that the rule
+//! makes surplus parks as a spare; workers exit only once their lane has
+//! stopped.
 
-use super::complete::Outcome;
+use super::complete::{Finish, Outcome};
 use super::Shared;
 use crate::current::{enter_op, RunningOp};
-use crate::error::OpErrorKind;
+use crate::error::{Error, OpErrorKind, Result};
 use crate::op::{Action, Lane, OpCell, Payload};
+use crate::pool::Start;
+use crate::sync::mutant::{self, Mutant};
 use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
 use crate::token::CompletionToken;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Workers to start once the section that decided it has ended: lane and
-/// worker index.
-pub(crate) type Spawns = Vec<(Lane, usize)>;
+/// Workers to bring to life once the section that decided it has ended:
+/// the lane, and a thread to start or a spare to recall.
+pub(crate) type Spawns = Vec<(Lane, Start)>;
 
 /// Spin steps (see [`crate::sync::spin_step`]: 64 CPU hints, then yields) a
 /// worker that found its lane empty waits for a newly queued op before it
@@ -55,53 +59,162 @@ impl<P: Payload> Shared<P> {
             if !MODEL_BUILD {
                 self.queued_gen[lane.index()].fetch_add(1, Ordering::Relaxed);
             }
-            if let Some((_, t)) = ls.idle.pop() {
+            if let Some(t) = ls.pool.wake_idle() {
                 drop(ls);
                 t.unpark();
-            } else if ls.workers < self.config.workers(lane) + ls.blocked {
-                ls.workers += 1;
-                ls.spawned += 1;
-                spawns.push((lane, ls.spawned));
+            } else if ls.pool.is_short() {
+                spawns.push((lane, ls.pool.add_worker()));
             }
         }
         taken
     }
 
-    /// Starts the planned workers; outside every section. A worker that
-    /// cannot start is taken off the count, and a later dispatch tries again.
-    pub(crate) fn spawn_workers(this: &Arc<Self>, spawns: Spawns) {
-        for (lane, index) in spawns {
-            let shared = this.clone();
-            let name = format!("{}-{:?}-{index}", this.config.thread_name, lane).to_lowercase();
-            let leaving = Leaving::new();
-            let last_step = leaving.clone();
-            // Counted inside a section, so a fork prepare waits until this
-            // thread is past std's start-up mutex (L8). Refused only to the
-            // forking thread between prepare and parent/child: uncounted.
-            let starting = this.enter().ok().map(|_section| this.exits.starting());
-            let spawned = spawn_named(name, this.config.worker_stack_size, move || {
-                drop(starting);
-                // Set on unwind too: a worker that panicked is leaving as
-                // well, and shutdown must not wait for its flag for ever.
-                let _leaving = last_step.on_drop();
-                Shared::worker_main(shared, lane, index);
-            });
-            match spawned {
-                Ok(handle) => {
-                    // Under a section, so a fork child finds the set's lock
-                    // free. Refused only to the forking thread between
-                    // prepare and parent/child: that worker goes untracked.
-                    if let Ok(_section) = this.enter() {
-                        this.exits.add(leaving, handle);
-                    }
-                }
-                Err(_) => {
-                    if let Ok(_section) = this.enter() {
-                        this.lane(lane).lock().workers -= 1;
-                    }
+    /// Production builds: brings every lane's configured workers to life,
+    /// so that a worker the OS refuses fails [`super::Engine::new`] instead
+    /// of leaving a lane that never runs an op. Model builds start workers
+    /// at the first dispatch only (each idle thread multiplies a model's
+    /// schedules); the code that starts them is the same.
+    pub(crate) fn start_base_workers(this: &Arc<Self>) -> Result<()> {
+        let mut spawns = Spawns::new();
+        {
+            let _section = this.enter()?;
+            for lane in Lane::ALL {
+                let mut ls = this.lane(lane).lock();
+                while ls.pool.workers() < this.config.workers(lane) {
+                    spawns.push((lane, ls.pool.add_worker()));
                 }
             }
         }
+        Shared::start_workers(this, spawns)
+    }
+
+    /// Brings the planned workers to life; outside every section. A worker
+    /// whose thread cannot start is taken off its lane's count, and if that
+    /// leaves ready ops with no worker free to run them, they fail with
+    /// [`OpErrorKind::WorkerStart`] rather than wait for ever (I2). Returns
+    /// the first start failure as [`Error::Spawn`].
+    pub(crate) fn start_workers(this: &Arc<Self>, spawns: Spawns) -> Result<()> {
+        let mut first_failure = None;
+        let mut todo = spawns;
+        // A loop, not recursion: failing ops makes others ready, whose
+        // dispatch may plan (and fail) further starts.
+        while !todo.is_empty() {
+            for (lane, start) in std::mem::take(&mut todo) {
+                let Err(why) = Shared::start_one(this, lane, start) else {
+                    continue;
+                };
+                todo.extend(Shared::fail_unrunnable(this, lane, &why));
+                first_failure.get_or_insert(Error::Spawn(why));
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// Recalls a spare, or starts a new thread as worker `index` of `lane`;
+    /// on failure takes it off the count and says why.
+    fn start_one(this: &Arc<Self>, lane: Lane, start: Start) -> std::result::Result<(), String> {
+        let index = match start {
+            Start::Recall(thread) => {
+                if !mutant::active(Mutant::RecallWithoutWake) {
+                    thread.unpark();
+                }
+                return Ok(());
+            }
+            Start::Spawn(index) => index,
+        };
+        let shared = this.clone();
+        let name = format!("{}-{:?}-{index}", this.config.thread_name, lane).to_lowercase();
+        let leaving = Leaving::new();
+        let last_step = leaving.clone();
+        // Counted inside a section, so a fork prepare waits until this
+        // thread is past std's start-up mutex (L8). Refused only to the
+        // forking thread between prepare and parent/child: uncounted.
+        let starting = this.enter().ok().map(|_section| this.exits.starting());
+        let spawned = spawn_named(name, this.config.worker_stack_size, move || {
+            drop(starting);
+            // Set on unwind too: a worker that panicked is leaving as
+            // well, and shutdown must not wait for its flag for ever.
+            let _leaving = last_step.on_drop();
+            Shared::worker_main(shared, lane, index);
+        });
+        match spawned {
+            Ok(handle) => {
+                // Under a section, so a fork child finds the set's lock
+                // free. Refused only to the forking thread between
+                // prepare and parent/child: that worker goes untracked.
+                if let Ok(_section) = this.enter() {
+                    this.exits.add(leaving, handle);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Ok(_section) = this.enter() {
+                    this.lane(lane).lock().pool.start_failed();
+                }
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// After a start failure on `lane`: if every counted worker of the lane
+    /// is blocked in a wait inside an op (or there is none), nothing can
+    /// run its queued ops, so each completes with
+    /// [`OpErrorKind::WorkerStart`], poisoning what it writes (I7). Returns
+    /// the workers the ops made ready by that want.
+    fn fail_unrunnable(this: &Arc<Self>, lane: Lane, why: &str) -> Spawns {
+        let ops = match this.enter() {
+            Ok(_section) => {
+                let mut ls = this.lane(lane).lock();
+                if ls.pool.workers() > ls.pool.blocked() || ls.paused || ls.stopped {
+                    return Spawns::new();
+                }
+                ls.drain()
+            }
+            Err(_) => return Spawns::new(),
+        };
+        let mut spawns = Spawns::new();
+        for op in ops {
+            // As if it had run: an op on a poisoned var passes that error
+            // on instead of raising its own (I7).
+            let outcome = match this.poison_of(&op) {
+                Some(err) => Outcome::Passed(err),
+                None => Outcome::Raised(op.error(OpErrorKind::WorkerStart(why.to_string()))),
+            };
+            let Ok(finished) = Shared::finish_planned(this, &op, outcome, None, Finish::Unrunnable)
+            else {
+                continue;
+            };
+            spawns.extend(finished.spawns);
+            if !finished.done {
+                continue;
+            }
+            let payload = match this.enter() {
+                // SAFETY: `finish_planned` moved the op out of QUEUED for
+                // this call, so no worker takes its payload.
+                Ok(_section) => unsafe { op.take_payload() },
+                Err(_) => None,
+            };
+            if let Some(p) = payload {
+                // Host code (H1): outside every engine lock.
+                this.drop_payload(lane, p, true);
+            }
+        }
+        spawns
+    }
+
+    /// The error a var of `op` is poisoned with, unless the op runs on
+    /// error; `None` if the fork gate refuses (only the forking thread).
+    fn poison_of(&self, op: &OpCell<P>) -> Option<crate::error::OpError> {
+        let _section = self.enter().ok()?;
+        self.poison_of_in_section(op)
+    }
+
+    /// [`Shared::poison_of`], inside a section.
+    fn poison_of_in_section(&self, op: &OpCell<P>) -> Option<crate::error::OpError> {
+        if op.run_on_error {
+            return None;
+        }
+        op.vars().find_map(|(v, _)| v.inner.lock().poison.clone())
     }
 
     fn worker_main(this: Arc<Self>, lane: Lane, index: usize) {
@@ -118,9 +231,9 @@ impl<P: Payload> Shared<P> {
         }
     }
 
-    /// The next op for worker `index` of `lane`, parking while there is none;
-    /// `None` when the worker should exit (stopped, or surplus after a
-    /// blocked wait ended).
+    /// The next op for worker `index` of `lane`, parking while there is none
+    /// (idle, or as a spare while the lane has a worker too many); `None`
+    /// when the lane has stopped and the worker should exit.
     fn next_ready(&self, lane: Lane, index: usize) -> Option<Arc<OpCell<P>>> {
         let mut spin = SPIN_BEFORE_PARK;
         loop {
@@ -131,11 +244,18 @@ impl<P: Payload> Shared<P> {
                 continue;
             };
             let mut ls = self.lane(lane).lock();
-            let surplus = ls.workers > self.config.workers(lane) + ls.blocked;
-            if ls.stopped || (surplus && ls.is_empty()) {
-                ls.workers -= 1;
-                ls.idle.retain(|(i, _)| *i != index);
+            if ls.stopped {
+                ls.pool.leave(index);
                 return None;
+            }
+            if ls.pool.is_surplus() && ls.is_empty() {
+                ls.pool.retire(index, current_thread());
+                drop(ls);
+                drop(section);
+                if !self.wait_as_spare(lane, index) {
+                    return None;
+                }
+                continue;
             }
             if !ls.paused {
                 // Status and `running` change together under the lane lock,
@@ -144,7 +264,7 @@ impl<P: Payload> Shared<P> {
                 while let Some(op) = ls.pop() {
                     if op.try_start() {
                         ls.running += 1;
-                        ls.idle.retain(|(i, _)| *i != index);
+                        ls.pool.busy(index);
                         return Some(op);
                     }
                 }
@@ -165,12 +285,29 @@ impl<P: Payload> Shared<P> {
                 spin = 0;
                 continue;
             }
-            if !ls.idle.iter().any(|(i, _)| *i == index) {
-                ls.idle.push((index, current_thread()));
-            }
+            ls.pool.park_idle(index, current_thread());
             drop(ls);
             drop(section);
             crate::sync::park_until(&self.clock, None);
+        }
+    }
+
+    /// Parks spare worker `index` until it is recalled (true: counted
+    /// again) or its lane stops (false: it has left the pool).
+    fn wait_as_spare(&self, lane: Lane, index: usize) -> bool {
+        loop {
+            crate::sync::park_until(&self.clock, None);
+            let Ok(_section) = self.enter() else {
+                continue;
+            };
+            let mut ls = self.lane(lane).lock();
+            if ls.stopped {
+                ls.pool.leave(index);
+                return false;
+            }
+            if !ls.pool.is_spare(index) {
+                return true;
+            }
         }
     }
 
@@ -197,11 +334,7 @@ impl<P: Payload> Shared<P> {
         let Ok(section) = this.enter() else {
             return Outcome::Raised(op.error(OpErrorKind::LostInFork));
         };
-        let poison = if op.run_on_error {
-            None
-        } else {
-            op.vars().find_map(|(v, _)| v.inner.lock().poison.clone())
-        };
+        let poison = this.poison_of_in_section(op);
         // SAFETY: this worker moved the op out of QUEUED (`try_start` in
         // `dispatch` or `next_op`) and runs it once.
         let payload = unsafe { op.take_payload() };

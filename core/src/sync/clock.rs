@@ -26,7 +26,7 @@ impl Clock {
     }
 
     /// The deadline `timeout` from now. In model builds any positive timeout
-    /// ends at the next [`Clock::advance`].
+    /// ends at the next `Clock::advance` (model builds only).
     pub fn deadline_after(&self, timeout: Duration) -> Instant {
         #[cfg(not(any(loom, shuttle)))]
         {

@@ -157,7 +157,7 @@ impl Exits {
     }
 
     /// Fork child: forgets every handle (never join, detach or drop a
-    /// vanished thread's handle, DESIGN.md). Only called with no section
+    /// vanished thread's handle, docs/DESIGN.md). Only called with no section
     /// open, so no thread of the child holds the lock.
     pub fn forget_all(&self) {
         let threads = std::mem::take(&mut *self.threads.lock());

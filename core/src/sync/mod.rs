@@ -3,7 +3,7 @@
 //!
 //! Production builds use std's futex-based primitives, which keep no
 //! process-wide user-space state that a thread vanished in `fork()` could
-//! have been inside (DESIGN.md, "Production primitives in a fork child").
+//! have been inside (docs/DESIGN.md, "Production primitives in a fork child").
 //! `--cfg loom` swaps in loom's checked primitives and `--cfg shuttle`
 //! shuttle's, so the models run the code that ships.
 //!
@@ -59,29 +59,88 @@ pub(crate) use take_once::TakeOnce;
 /// True in loom and shuttle builds, where spin loops become single yields.
 pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
 
+mod lock_order;
+pub use lock_order::LockRank;
+
 /// A mutex whose poisoning is ignored: engine state is only mutated in short
 /// sections that cannot panic half-way through user code (op bodies never
-/// run under an engine lock, rule H1).
+/// run under an engine lock, rule H1). Each has a [`LockRank`]; debug builds
+/// check that a thread takes locks in rank order (see `lock_order`).
 #[derive(Debug, Default)]
-pub struct Mutex<T>(imp::sync::Mutex<T>);
+pub struct Mutex<T> {
+    inner: imp::sync::Mutex<T>,
+    #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+    rank: LockRank,
+}
+
+impl Default for LockRank {
+    fn default() -> Self {
+        LockRank::Unranked
+    }
+}
 
 /// The guard of a [`Mutex`].
-pub type MutexGuard<'a, T> = imp::sync::MutexGuard<'a, T>;
+pub struct MutexGuard<'a, T> {
+    guard: imp::sync::MutexGuard<'a, T>,
+    #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+    rank: LockRank,
+}
 
 impl<T> Mutex<T> {
     const_in_production! {
-        /// A new unlocked mutex.
+        /// A new unlocked mutex outside the lock order
+        /// ([`LockRank::Unranked`]).
         pub fn new(value: T) -> Self {
-            Mutex(imp::sync::Mutex::new(value))
+            Mutex::ranked(value, LockRank::Unranked)
+        }
+    }
+
+    const_in_production! {
+        /// A new unlocked mutex of `rank` in the lock order.
+        pub fn ranked(value: T, rank: LockRank) -> Self {
+            #[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
+            let _ = rank;
+            Mutex {
+                inner: imp::sync::Mutex::new(value),
+                #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+                rank,
+            }
         }
     }
 
     /// Locks, ignoring poison.
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        match self.0.lock() {
+        #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+        lock_order::acquire(self.rank);
+        let guard = match self.inner.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
+        };
+        MutexGuard {
+            guard,
+            #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+            rank: self.rank,
         }
+    }
+}
+
+impl<T> std::ops::Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+#[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        lock_order::release(self.rank);
     }
 }
 
@@ -222,7 +281,7 @@ where
 
 /// Blocks the calling thread until unparked (may wake spuriously) or, in
 /// production builds, until `deadline` passes. Model builds never time out on
-/// their own: a model fires deadlines through [`Clock::advance`], which wakes
+/// their own: a model fires deadlines through `Clock::advance`, which wakes
 /// every timed waiter.
 pub fn park_until(clock: &Clock, deadline: Option<Instant>) {
     match deadline {

@@ -26,6 +26,14 @@ pub enum Mutant {
     /// child will ever take back; the child's own fork then waits for ever
     /// (breaks I5: the child works).
     CountedRefusal,
+    /// A spare worker recalled to stand in for a blocked wait is counted
+    /// again but never woken: the op the wait needs stays queued for ever
+    /// (a lost wake-up in the pool's recall; breaks I2).
+    RecallWithoutWake,
+    /// A push from inside an op waits for room under the pending bound,
+    /// while its own op holds the last slot (breaks the bound rule: the
+    /// engine deadlocks on itself).
+    PushInsideOpWaits,
 }
 
 #[cfg(any(loom, shuttle))]

@@ -168,7 +168,7 @@ pub struct ChildExpect<'a> {
     pub drained: bool,
 }
 
-/// The child's view (DESIGN.md, I5): every op pending at the fork is
+/// The child's view (docs/DESIGN.md, I5): every op pending at the fork is
 /// completed with `LostInFork` without running, the others had completed
 /// in the parent; nothing inherited runs again; vars written by lost ops
 /// are poisoned with `LostInFork`; the child's own ops run normally.

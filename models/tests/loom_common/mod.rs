@@ -317,6 +317,7 @@ pub fn config() -> Config {
         max_pending: None,
         thread_name: "l".into(),
         worker_stack_size: None,
+        max_stand_ins: forksafe_core::DEFAULT_MAX_STAND_INS,
     }
 }
 

@@ -359,6 +359,7 @@ pub fn config(compute: usize, host: usize, max_pending: Option<usize>) -> Config
         max_pending,
         thread_name: "m".into(),
         worker_stack_size: None,
+        max_stand_ins: forksafe_core::DEFAULT_MAX_STAND_INS,
     }
 }
 
