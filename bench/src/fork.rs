@@ -16,8 +16,8 @@ pub const FORKS: u32 = 2000;
 
 /// The modes, in alternation order: no engine; an idle started engine
 /// (workers parked); a busy engine (a thread pushing 2 µs ops); two
-/// controls: `handlers` (an engine whose workers never started: only its
-/// atfork handlers run) and `threads` (no engine, parked plain threads, as
+/// controls: `handlers` (an engine shut down before the forks, its workers
+/// joined: only its atfork handlers run) and `threads` (no engine, parked plain threads, as
 /// many as the workers), and `exited` (no engine, as many plain threads
 /// started, made to allocate, and joined before the forks: what a thread
 /// leaves behind — its cached stack, its malloc arena); and no engine / idle
@@ -117,7 +117,12 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
             fork_loop(forks)
         }
         "handlers" => {
+            // Workers start in `Engine::new`; a shut-down engine has joined
+            // them but stays registered, so only its atfork handlers run.
             let engine = Engine::new(config).map_err(|e| e.to_string())?;
+            engine
+                .shutdown(std::time::Duration::from_secs(5))
+                .map_err(|e| e.to_string())?;
             let us = fork_loop(forks);
             drop(engine);
             us

@@ -2,7 +2,8 @@
 //! parts"): stand-ins never leak, a push from inside an op never waits for
 //! the slot its own op holds, and a worker the OS refuses is an error.
 //!
-//! A `harness = false` binary: the churn check reads the whole process's
+//! A `harness = false` binary (one check forks, and libtest's threads could
+//! hold locks at a fork): the churn check reads the whole process's
 //! thread and mapping counts from `/proc/self`, so no other test may start
 //! threads beside it. Each check runs in turn; a check that could hang runs
 //! under a watchdog thread that fails the binary instead of hanging CI.
@@ -89,34 +90,7 @@ fn stand_in_churn() -> Result<String, String> {
     let mut peak_threads = 0;
     let mut peak_maps = 0;
     for cycle in 0..cycles {
-        // The plug keeps the only compute worker busy until both ops are
-        // queued, so the waiter (high band) is taken before the op it
-        // waits for (low band), which then needs a stand-in.
-        let (go, plug) = mpsc::channel::<()>();
-        engine
-            .op("plug")
-            .run(move || {
-                let _ = plug.recv();
-            })
-            .map_err(|e| e.to_string())?;
-        engine
-            .op("writer")
-            .writes(&[&v])
-            .priority(Priority::Low)
-            .run(|| {})
-            .map_err(|e| e.to_string())?;
-        let inner = engine.clone();
-        let waited = v.clone();
-        engine
-            .op("waiter")
-            .writes(&[&done])
-            .priority(Priority::High)
-            .try_run(move || inner.wait_for_var(&waited).map_err(|e| e.to_string()))
-            .map_err(|e| e.to_string())?;
-        go.send(()).map_err(|e| e.to_string())?;
-        engine
-            .wait_all_timeout(Duration::from_secs(60))
-            .map_err(|e| format!("cycle {cycle}: {e}"))?;
+        wait_inside_op_cycle(&engine, &v, &done).map_err(|e| format!("cycle {cycle}: {e}"))?;
         if cycle + 1 == warm_up {
             base = Some((status_field("Threads:"), mappings(), status_field("VmRSS:")));
         }
@@ -144,6 +118,93 @@ fn stand_in_churn() -> Result<String, String> {
         return Err(format!("RSS grew by more than 16 MiB: {report}"));
     }
     Ok(report)
+}
+
+/// One cycle on a compute lane of one worker: an op that waits inside its
+/// body for an op queued behind it, so the lane needs a stand-in.
+fn wait_inside_op_cycle(
+    engine: &Arc<Engine>,
+    v: &forksafe::Var,
+    done: &forksafe::Var,
+) -> Result<(), String> {
+    // The plug keeps the only compute worker busy until both ops are
+    // queued, so the waiter (high band) is taken before the op it waits
+    // for (low band), which then needs a stand-in.
+    let (go, plug) = mpsc::channel::<()>();
+    engine
+        .op("plug")
+        .run(move || {
+            let _ = plug.recv();
+        })
+        .map_err(|e| e.to_string())?;
+    engine
+        .op("writer")
+        .writes(&[v])
+        .priority(Priority::Low)
+        .run(|| {})
+        .map_err(|e| e.to_string())?;
+    let inner = engine.clone();
+    let waited = v.clone();
+    engine
+        .op("waiter")
+        .writes(&[done])
+        .priority(Priority::High)
+        .try_run(move || inner.wait_for_var(&waited).map_err(|e| e.to_string()))
+        .map_err(|e| e.to_string())?;
+    go.send(()).map_err(|e| e.to_string())?;
+    engine
+        .wait_all_timeout(Duration::from_secs(60))
+        .map_err(|e| e.to_string())
+}
+
+/// A raw fork while the lane has a spare parked (and the stand-in of the
+/// last cycle idle): the child's engine forgets the parent's threads and
+/// runs the same cycles again, starting stand-ins of its own. The child
+/// reports by exit status; the parent waits for it under a deadline.
+fn fork_with_a_spare_parked() -> Result<String, String> {
+    let engine = Arc::new(
+        Engine::new(Config {
+            compute_workers: 1,
+            ..Config::default()
+        })
+        .map_err(|e| e.to_string())?,
+    );
+    let v = engine.new_var().map_err(|e| e.to_string())?;
+    let done = engine.new_var().map_err(|e| e.to_string())?;
+    for _ in 0..10 {
+        wait_inside_op_cycle(&engine, &v, &done)?;
+    }
+    // SAFETY: the child calls only the engine (whose fork handlers settle
+    // it), then `_exit`; it takes no lock another thread of the parent held.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let ok = (0..100).all(|_| wait_inside_op_cycle(&engine, &v, &done).is_ok());
+        // SAFETY: ends the child at once, running no exit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` outlives the call.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                wait_inside_op_cycle(&engine, &v, &done)?;
+                Ok("child ran 100 wait-inside-op cycles after a fork with a spare parked".into())
+            } else {
+                Err(format!("child failed: status {status:#x}"))
+            };
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: kills our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err("child hung: killed after 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// With `max_pending = 1` the running op holds the only slot: a push from
@@ -234,7 +295,7 @@ fn bad_stack_size() -> Result<String, String> {
 
 fn main() {
     type Check = fn() -> Result<String, String>;
-    let checks: [(&str, Check, u64); 4] = [
+    let checks: [(&str, Check, u64); 5] = [
         ("stand_in_churn", stand_in_churn, 600),
         (
             "push_inside_op_at_the_bound",
@@ -247,6 +308,7 @@ fn main() {
             60,
         ),
         ("bad_stack_size", bad_stack_size, 60),
+        ("fork_with_a_spare_parked", fork_with_a_spare_parked, 120),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, check, limit) in checks {
