@@ -13,7 +13,7 @@
 //! field and the thread-local do not exist there.
 
 /// Where a lock stands in the lock order: lower ranks are taken first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum LockRank {
     /// A var's state (`VarState::inner`). Several at once only in var-id
     /// order (push).
@@ -32,6 +32,7 @@ pub enum LockRank {
     Leaf = 6,
     /// Not in the order: the fork domain's registry and the test GIL, which
     /// are taken around engine calls, never inside an engine lock.
+    #[default]
     Unranked = 7,
 }
 

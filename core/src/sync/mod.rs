@@ -73,12 +73,6 @@ pub struct Mutex<T> {
     rank: LockRank,
 }
 
-impl Default for LockRank {
-    fn default() -> Self {
-        LockRank::Unranked
-    }
-}
-
 /// The guard of a [`Mutex`].
 pub struct MutexGuard<'a, T> {
     guard: imp::sync::MutexGuard<'a, T>,
