@@ -71,10 +71,6 @@ impl<P: Payload> Shared<P> {
         if mutant::active(Mutant::PushWaitsForQuiesce) {
             this.mutant_wait_for_resume();
         }
-        // The bound rule: a push from inside an op of this engine never
-        // waits for a slot (its own op may hold the last one).
-        let block =
-            block && (this.calling_op().is_none() || mutant::active(Mutant::PushInsideOpWaits));
         this.reserve(block)?;
         let accepted = Shared::accept(this, spec, &order);
         if accepted.is_err() && this.config.max_pending.is_some() {
@@ -186,6 +182,11 @@ impl<P: Payload> Shared<P> {
         let Some(max) = self.config.max_pending else {
             return Ok(());
         };
+        // The bound rule: a push from inside an op of this engine never
+        // waits for a slot (its own op may hold the last one). Checked only
+        // under a bound: the unbounded push path reads no thread-local.
+        let block =
+            block && (self.calling_op().is_none() || mutant::active(Mutant::PushInsideOpWaits));
         loop {
             let now = self.pending.load(Ordering::Acquire);
             if now < max {

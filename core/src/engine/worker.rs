@@ -93,7 +93,18 @@ impl<P: Payload> Shared<P> {
     /// leaves ready ops with no worker free to run them, they fail with
     /// [`OpErrorKind::WorkerStart`] rather than wait for ever (I2). Returns
     /// the first start failure as [`Error::Spawn`].
+    #[inline]
     pub(crate) fn start_workers(this: &Arc<Self>, spawns: Spawns) -> Result<()> {
+        // The per-op path: most completions and pushes plan no worker.
+        if spawns.is_empty() {
+            return Ok(());
+        }
+        Shared::start_planned(this, spawns)
+    }
+
+    /// [`Shared::start_workers`] with workers to start.
+    #[inline(never)]
+    fn start_planned(this: &Arc<Self>, spawns: Spawns) -> Result<()> {
         let mut first_failure = None;
         let mut todo = spawns;
         // A loop, not recursion: failing ops makes others ready, whose
@@ -209,7 +220,9 @@ impl<P: Payload> Shared<P> {
         self.poison_of_in_section(op)
     }
 
-    /// [`Shared::poison_of`], inside a section.
+    /// [`Shared::poison_of`], inside a section (per op: inlined into the
+    /// body path as it was before it was shared).
+    #[inline]
     fn poison_of_in_section(&self, op: &OpCell<P>) -> Option<crate::error::OpError> {
         if op.run_on_error {
             return None;
