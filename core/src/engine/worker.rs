@@ -172,7 +172,7 @@ impl<P: Payload> Shared<P> {
     /// run its queued ops, so each completes with
     /// [`OpErrorKind::WorkerStart`], poisoning what it writes (I7). Returns
     /// the workers the ops made ready by that want.
-    fn fail_unrunnable(this: &Arc<Self>, lane: Lane, why: &str) -> Spawns {
+    pub(super) fn fail_unrunnable(this: &Arc<Self>, lane: Lane, why: &str) -> Spawns {
         let ops = match this.enter() {
             Ok(_section) => {
                 let mut ls = this.lane(lane).lock();

@@ -6,7 +6,9 @@
 use super::{Config, Engine};
 use crate::error::{Error, OpErrorKind};
 use crate::op::{Lane, OpSpec, Payload};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 use crate::token::CompletionToken;
+use crate::var::Var;
 use crate::ForkDomain;
 use std::time::Duration;
 
@@ -54,7 +56,7 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
         worker_stack_size: Some(NO_SUCH_STACK),
         ..Config::default()
     };
-    let e = unstarted(config);
+    let e: Engine<Noop> = unstarted(config);
     let v = e.new_var().unwrap();
     for pushed in 1..=3 {
         e.push(OpSpec::new(Noop).writes(std::slice::from_ref(&v)))
@@ -90,6 +92,181 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
 }
 
 /// An engine built without starting its workers (model builds' way).
-fn unstarted(config: Config) -> Engine<Noop> {
-    Engine::<Noop>::unstarted(domain(), config).unwrap()
+fn unstarted<P: Payload>(config: Config) -> Engine<P> {
+    Engine::<P>::unstarted(domain(), config).unwrap()
+}
+
+/// A payload running its closure (with the token of an async op), and
+/// setting `dropped` when it is dropped, run or not.
+struct Job {
+    body: Option<Body>,
+    dropped: Option<Arc<AtomicBool>>,
+}
+
+type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
+
+impl Job {
+    fn new(
+        body: impl FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send + 'static,
+    ) -> Self {
+        Job {
+            body: Some(Box::new(body)),
+            dropped: None,
+        }
+    }
+}
+
+impl Payload for Job {
+    fn run(mut self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        match self.body.take() {
+            Some(body) => body(token),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(d) = &self.dropped {
+            d.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Polls `done` (spinning, then yielding) until it holds or `BOUND` passes.
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + BOUND;
+    let mut round = 0;
+    while !done() {
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        crate::sync::pause_briefly(round);
+        round = round.saturating_add(1);
+    }
+    true
+}
+
+/// One round on a compute lane of one worker: H (async, holds `u`), B
+/// (reads `u`, writes `v`), W (completes H's token, then waits inside the
+/// op for `v`): W holds the lane's only worker when B becomes ready, so B
+/// runs only on a stand-in. Returns W's wait result.
+fn stand_in_round(e: &Arc<Engine<Job>>, u: &Var<Job>, v: &Var<Job>) -> crate::Result<()> {
+    let slot: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::new(Mutex::new(None));
+    let held = slot.clone();
+    e.push(
+        OpSpec::new(Job::new(move |t| {
+            *held.lock() = t;
+            Ok(())
+        }))
+        .writes(std::slice::from_ref(u))
+        .asynchronous(),
+    )?;
+    e.push(
+        OpSpec::new(Job::new(|_| Ok(())))
+            .reads(std::slice::from_ref(u))
+            .writes(std::slice::from_ref(v)),
+    )?;
+    let out: Arc<Mutex<Option<crate::Result<()>>>> = Arc::new(Mutex::new(None));
+    let (o, inner, waited) = (out.clone(), e.clone(), v.clone());
+    e.push(OpSpec::new(Job::new(move |_| {
+        let mut round = 0;
+        let token = loop {
+            if let Some(t) = slot.lock().take() {
+                break t;
+            }
+            crate::sync::pause_briefly(round);
+            round += 1;
+        };
+        token.complete(Ok(())).map_err(|e| e.to_string())?;
+        *o.lock() = Some(inner.wait_for_var_timeout(&waited, BOUND));
+        Ok(())
+    })))?;
+    e.wait_all_timeout(BOUND)?;
+    let result = out.lock().take();
+    result.unwrap_or(Err(Error::ShutDown))
+}
+
+/// The stand-in of a wait inside an op retires as a spare once the wait
+/// ends (two threads, one counted), and the next wait that needs a
+/// stand-in recalls it: no third thread starts, and the recalled spare runs
+/// the op the wait needs.
+#[test]
+fn a_retired_stand_in_is_recalled_for_the_next_wait() {
+    let config = Config {
+        compute_workers: 1,
+        max_stand_ins: 1,
+        ..Config::default()
+    };
+    let e = Arc::new(Engine::<Job>::new(domain(), config).unwrap());
+    let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
+    assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
+    let compute = || {
+        let ls = e.shared.lane(Lane::Compute).lock();
+        (ls.pool.workers(), ls.pool.threads(), ls.pool.spawned())
+    };
+    assert!(
+        eventually(|| compute() == (1, 2, 2)),
+        "no spare after the first wait: {:?}",
+        compute()
+    );
+    assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
+    assert_eq!(compute().2, 2, "a new thread started instead of the spare");
+    assert!(compute().1 <= 2);
+    e.shutdown(BOUND).unwrap();
+}
+
+/// Only a lane with no worker free to run its queued ops fails them: not
+/// while dispatch is paused (a quiesce holds them on purpose), and not
+/// while a counted worker is free; a failed op's payload is dropped, not
+/// leaked.
+#[test]
+fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
+    use super::Shared;
+    // A started lane (one free worker), its dispatch paused, one op queued.
+    let e = Engine::<Job>::new(domain(), Config::default()).unwrap();
+    let q = e.quiesce(BOUND).unwrap();
+    e.push(OpSpec::new(Job::new(|_| Ok(())))).unwrap();
+    // Unpaused by hand, so only the free worker keeps the op queued.
+    e.shared.lane(Lane::Compute).lock().paused = false;
+    assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
+    assert_eq!(
+        e.shared.lane(Lane::Compute).lock().len(),
+        1,
+        "failed with a free worker"
+    );
+    e.shared.lane(Lane::Compute).lock().paused = true;
+    drop(q);
+    e.wait_all_timeout(BOUND).unwrap();
+
+    // A lane with no worker at all, paused: the op stays queued.
+    let e: Engine<Job> = unstarted(Config::default());
+    let q = e.quiesce(BOUND).unwrap();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let mut job = Job::new(|_| Ok(()));
+    job.dropped = Some(dropped.clone());
+    e.push(OpSpec::new(job)).unwrap();
+    assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
+    assert_eq!(
+        e.shared.lane(Lane::Compute).lock().len(),
+        1,
+        "failed while paused"
+    );
+    // Not paused: it fails, and its payload is dropped.
+    e.shared.lane(Lane::Compute).lock().paused = false;
+    let _ = Shared::fail_unrunnable(&e.shared, Lane::Compute, "test");
+    assert_eq!(e.shared.lane(Lane::Compute).lock().len(), 0);
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the failed op's payload leaked"
+    );
+    drop(q);
+    match e.wait_all_timeout(BOUND) {
+        Err(Error::OpsFailed(errs)) => {
+            assert!(matches!(errs[0].kind(), OpErrorKind::WorkerStart(m) if m == "test"))
+        }
+        other => panic!("{other:?}"),
+    }
 }
