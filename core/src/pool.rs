@@ -227,6 +227,12 @@ impl Pool {
         self.workers = workers;
     }
 
+    /// Unit tests: workers registered idle.
+    #[cfg(test)]
+    pub(crate) fn idle_len(&self) -> usize {
+        self.idle.len()
+    }
+
     /// Unit tests: start attempts so far.
     #[cfg(test)]
     pub(crate) fn spawned(&self) -> usize {

@@ -212,6 +212,24 @@ fn a_retired_stand_in_is_recalled_for_the_next_wait() {
         "no spare after the first wait: {:?}",
         compute()
     );
+    // The counted worker parks idle; the spare never does (it waits to be
+    // recalled). Looked at again after a while: a spare that left its
+    // wait early would have registered as idle by then.
+    assert!(eventually(|| e
+        .shared
+        .lane(Lane::Compute)
+        .lock()
+        .pool
+        .idle_len()
+        == 1));
+    for round in 0..200 {
+        crate::sync::pause_briefly(round);
+    }
+    assert_eq!(
+        e.shared.lane(Lane::Compute).lock().pool.idle_len(),
+        1,
+        "a spare registered as idle"
+    );
     assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
     assert_eq!(compute().2, 2, "a new thread started instead of the spare");
     assert!(compute().1 <= 2);
