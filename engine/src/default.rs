@@ -72,11 +72,10 @@ pub fn shutdown_default(timeout: Duration) -> Result<Option<ShutdownReport>> {
 /// its [`Config::shutdown_deadline`] before the process exits.
 ///
 /// ```
-/// fn main() {
-///     let _exit = forksafe::default_exit_guard().unwrap();
-///     // ... push work on forksafe::default_engine() ...
-/// } // the default engine shuts down here
-/// # main();
+/// // In `main`, held to its end:
+/// let _exit = forksafe::default_exit_guard().unwrap();
+/// // ... push work on forksafe::default_engine() ...
+/// // `_exit` drops as `main` returns: the default engine shuts down there
 /// ```
 pub fn default_exit_guard() -> Result<ExitGuard<'static>> {
     default_engine().map(ExitGuard::new)
