@@ -118,13 +118,9 @@ impl<P: Payload> Shared<P> {
                 Shared::finish_as(this, &op, Outcome::Raised(err), None, Finish::OnlyQueued)
             {
                 report.cancelled.push(op.info());
-                let payload = match this.enter() {
-                    // SAFETY: this call cancelled the op (moved it out of
-                    // QUEUED), so no worker takes its payload.
-                    Ok(_section) => unsafe { op.take_payload() },
-                    Err(_) => None,
-                };
-                if let Some(p) = payload {
+                // SAFETY: this call cancelled the op (moved it out of
+                // QUEUED), so no worker takes its payload.
+                if let Some(p) = unsafe { this.take_cancelled_payload(&op) } {
                     payloads.push((op.lane, p));
                 }
             }

@@ -80,7 +80,9 @@ impl<P: Payload> Shared<P> {
             let _section = this.enter()?;
             for lane in Lane::ALL {
                 let mut ls = this.lane(lane).lock();
-                while ls.pool.workers() < this.config.workers(lane) {
+                // No wait is blocked yet: the pool's limit is the lane's
+                // configured size (one sizing rule, in the pool).
+                while ls.pool.is_short() {
                     spawns.push((lane, ls.pool.add_worker()));
                 }
             }
@@ -199,18 +201,29 @@ impl<P: Payload> Shared<P> {
             if !finished.done {
                 continue;
             }
-            let payload = match this.enter() {
-                // SAFETY: `finish_planned` moved the op out of QUEUED for
-                // this call, so no worker takes its payload.
-                Ok(_section) => unsafe { op.take_payload() },
-                Err(_) => None,
-            };
-            if let Some(p) = payload {
+            // SAFETY: `finish_planned` just moved the op out of QUEUED for
+            // this call (`done`).
+            if let Some(p) = unsafe { this.take_cancelled_payload(&op) } {
                 // Host code (H1): outside every engine lock.
                 this.drop_payload(lane, p, true);
             }
         }
         spawns
+    }
+
+    /// Takes the payload of an op that the calling thread moved out of
+    /// QUEUED without running it (cancelled, or failed for want of a
+    /// worker), inside a section; `None` if the fork gate refuses (only the
+    /// forking thread).
+    ///
+    /// # Safety
+    ///
+    /// The calling thread's own completion moved `op` out of QUEUED, so no
+    /// worker has taken or will take its payload.
+    pub(crate) unsafe fn take_cancelled_payload(&self, op: &OpCell<P>) -> Option<P> {
+        let _section = self.enter().ok()?;
+        // SAFETY: the caller's contract: no other thread takes it.
+        unsafe { op.take_payload() }
     }
 
     /// The error a var of `op` is poisoned with, unless the op runs on
