@@ -11,10 +11,18 @@
 //! `FORKSAFE_CHURN_CYCLES` sets the number of wait-inside-op cycles of the
 //! churn check (default 200000; the documented long run uses 2000000).
 
+mod support;
+
 use forksafe::{Config, Engine, Error, Priority};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
+use support::{fork_raw, wait_child};
+
+/// An engine shared with its own ops (they push and wait on it).
+fn new_engine(config: Config) -> Result<Arc<Engine>, String> {
+    Engine::new(config).map(Arc::new).map_err(|e| e.to_string())
+}
 
 /// One line of `/proc/self/status`, as a number (`Threads:`, `VmRSS:` in kB).
 fn status_field(name: &str) -> u64 {
@@ -75,14 +83,11 @@ fn stand_in_churn() -> Result<String, String> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
-    let engine = Arc::new(
-        Engine::new(Config {
-            compute_workers: 1,
-            host_workers: 1,
-            ..Config::default()
-        })
-        .map_err(|e| e.to_string())?,
-    );
+    let engine = new_engine(Config {
+        compute_workers: 1,
+        host_workers: 1,
+        ..Config::default()
+    })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
     let done = engine.new_var().map_err(|e| e.to_string())?;
     let warm_up = 1_000.min(cycles);
@@ -162,62 +167,34 @@ fn wait_inside_op_cycle(
 /// runs the same cycles again, starting stand-ins of its own. The child
 /// reports by exit status; the parent waits for it under a deadline.
 fn fork_with_a_spare_parked() -> Result<String, String> {
-    let engine = Arc::new(
-        Engine::new(Config {
-            compute_workers: 1,
-            ..Config::default()
-        })
-        .map_err(|e| e.to_string())?,
-    );
+    let engine = new_engine(Config {
+        compute_workers: 1,
+        ..Config::default()
+    })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
     let done = engine.new_var().map_err(|e| e.to_string())?;
     for _ in 0..10 {
         wait_inside_op_cycle(&engine, &v, &done)?;
     }
-    // SAFETY: the child calls only the engine (whose fork handlers settle
-    // it), then `_exit`; it takes no lock another thread of the parent held.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        let ok = (0..100).all(|_| wait_inside_op_cycle(&engine, &v, &done).is_ok());
-        // SAFETY: ends the child at once, running no exit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` outlives the call.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-                wait_inside_op_cycle(&engine, &v, &done)?;
-                Ok("child ran 100 wait-inside-op cycles after a fork with a spare parked".into())
-            } else {
-                Err(format!("child failed: status {status:#x}"))
-            };
+    let pid = fork_raw(|| {
+        for cycle in 0..100 {
+            wait_inside_op_cycle(&engine, &v, &done).map_err(|e| format!("cycle {cycle}: {e}"))?;
         }
-        if std::time::Instant::now() > deadline {
-            // SAFETY: kills our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            return Err("child hung: killed after 60 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+        Ok(String::new())
+    })?;
+    wait_child(pid, Duration::from_secs(60))?;
+    wait_inside_op_cycle(&engine, &v, &done)?;
+    Ok("child ran 100 wait-inside-op cycles after a fork with a spare parked".into())
 }
 
 /// With `max_pending = 1` the running op holds the only slot: a push from
 /// its body must return `Error::Full` at once (the documented rule) instead
 /// of waiting for the slot its own completion frees.
 fn push_inside_op_at_the_bound() -> Result<String, String> {
-    let engine = Arc::new(
-        Engine::new(Config {
-            max_pending: Some(1),
-            ..Config::default()
-        })
-        .map_err(|e| e.to_string())?,
-    );
+    let engine = new_engine(Config {
+        max_pending: Some(1),
+        ..Config::default()
+    })?;
     let (tx, rx) = mpsc::channel();
     let inner = engine.clone();
     engine
@@ -239,13 +216,10 @@ fn push_inside_op_at_the_bound() -> Result<String, String> {
 
 /// A push from inside an op with a free slot is admitted as usual.
 fn push_inside_op_below_the_bound() -> Result<String, String> {
-    let engine = Arc::new(
-        Engine::new(Config {
-            max_pending: Some(2),
-            ..Config::default()
-        })
-        .map_err(|e| e.to_string())?,
-    );
+    let engine = new_engine(Config {
+        max_pending: Some(2),
+        ..Config::default()
+    })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel();
     let inner = engine.clone();
