@@ -15,7 +15,7 @@
 #   `core/src/gate.rs::ForkGate::close`         and `fn close` must be defined
 #                                               in it, and `ForkGate` must be
 #                                               defined or implemented there
-#   `core/src/sync/mutant.rs::Mutant::LostNotify`  an enum variant counts
+#   `core/src/controls.rs::Mutant::LostNotify`  an enum variant counts
 #   `models/tests/loom_fork.rs::i5_i6_fork`     a test file directly under a
 #                                               `tests/` folder: the last name
 #                                               must be a `#[test]` fn, or (a
@@ -166,7 +166,7 @@ self_test() {
         fi
     }
     expect pass good 'Gate: `core/src/gate.rs::ForkGate::close`, child `core/src/domain.rs::ForkDomain::child()`,
-variant `core/src/sync/mutant.rs::Mutant::LostNotify`, model `models/tests/loom_fork.rs::i5_i6_fork`,
+variant `core/src/controls.rs::Mutant::LostNotify`, model `models/tests/loom_fork.rs::i5_i6_fork`,
 real fork `engine/tests/fork.rs::host_pending_gil_held`, file `README.md`, mutant `core/src/gate.rs:95:13: replace`.'
     expect fail missing-path 'See `core/src/no_such_file.rs`.'
     expect fail missing-item 'See `core/src/gate.rs::ForkGate::no_such_method`.'

@@ -4,6 +4,7 @@
 //! can be half-done at fork); each model run builds its own.
 
 use crate::current;
+use crate::epoch::EpochCell;
 use crate::gate::ForkGate;
 use crate::sync::{spin_step, AtomicBool, AtomicU64, Mutex, Ordering};
 
@@ -41,8 +42,8 @@ pub struct ForkDomain {
     /// forking thread gets `ForkInProgress`).
     gate: ForkGate,
     members: Mutex<Vec<Box<dyn ForkMember>>>,
-    settled: AtomicU64,
-    settling: AtomicBool,
+    /// The epoch the registry was settled in (I5).
+    settled: EpochCell,
     /// Held from prepare to parent (and, in a child, until it settles):
     /// two threads forking at once take turns instead of interleaving their
     /// prepare and parent steps.
@@ -72,8 +73,7 @@ impl ForkDomain {
                 next_engine: AtomicU64::new(1),
                 gate: ForkGate::new(),
                 members: Mutex::new(Vec::new()),
-                settled: AtomicU64::new(0),
-                settling: AtomicBool::new(false),
+                settled: EpochCell::new(0),
                 forking: AtomicBool::new(false),
             }
         }
@@ -152,29 +152,14 @@ impl ForkDomain {
     /// (only this thread and threads spawned in the child exist; none holds
     /// the registry lock).
     fn settle_if_child(&self) {
-        let mut round = 0;
-        loop {
-            let epoch = self.epoch();
-            if self.settled.load(Ordering::Acquire) == epoch {
-                return;
-            }
-            if self
-                .settling
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                if self.settled.load(Ordering::Acquire) != epoch {
-                    self.gate.open();
-                    // The fork that made this child ended here.
-                    self.forking.store(false, Ordering::Release);
-                    self.settled.store(epoch, Ordering::Release);
-                }
-                self.settling.store(false, Ordering::Release);
-                return;
-            }
-            spin_step(round);
-            round = round.saturating_add(1);
-        }
+        self.settled.settle_once(
+            || self.epoch(),
+            |_| {
+                self.gate.open();
+                // The fork that made this child ended here.
+                self.forking.store(false, Ordering::Release);
+            },
+        );
     }
 
     /// Runs `f` on the registry inside a registry section.
@@ -193,7 +178,7 @@ impl ForkDomain {
                 return Err(crate::Error::ForkInProgress);
             }
             self.gate.wait_while(round, || {
-                self.gate.is_closed() && self.settled.load(Ordering::Acquire) == self.epoch()
+                self.gate.is_closed() && self.settled.is(self.epoch())
             });
             round = round.saturating_add(1);
         }

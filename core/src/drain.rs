@@ -7,7 +7,7 @@
 use crate::domain::ForkDomain;
 use crate::error::{Error, Result};
 use crate::lifecycle::State;
-use crate::op::OpInfo;
+use crate::op_info::OpInfo;
 use crate::sync::Clock;
 use std::time::Duration;
 

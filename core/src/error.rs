@@ -1,7 +1,7 @@
 //! Typed errors: bad input is an error at the call, never a panic (docs/DESIGN.md,
 //! "Bad input gets a clear error, nothing lost").
 
-use crate::op::OpInfo;
+use crate::op_info::OpInfo;
 use std::fmt;
 
 /// Why an op did not complete successfully (I7).

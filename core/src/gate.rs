@@ -10,14 +10,13 @@
 //! a word shared only by threads of the same shard; there is no global lock
 //! on the hot path.
 
-use crate::sync::mutant::{self, Mutant};
 #[cfg(not(loom))]
 use crate::sync::spin_step;
 #[cfg(loom)]
 use crate::sync::{current_thread, park_current, Mutex, Thread};
 use crate::sync::{thread_shard, AtomicUsize, Ordering, MODEL_BUILD};
 
-const CLOSED: usize = 1 << (usize::BITS - 1);
+pub(crate) const CLOSED: usize = 1 << (usize::BITS - 1);
 const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
 
 /// Guards I5/I6: the state is copied at fork only between sections.
@@ -37,8 +36,8 @@ struct Padded(AtomicUsize);
 
 /// An open section; closes on drop.
 pub(crate) struct Section<'a> {
-    gate: &'a ForkGate,
-    word: &'a AtomicUsize,
+    pub(crate) gate: &'a ForkGate,
+    pub(crate) word: &'a AtomicUsize,
 }
 
 impl Drop for Section<'_> {
@@ -80,9 +79,7 @@ impl ForkGate {
     /// own next fork waited for ever. FORK-SAFETY.md, L9.)
     pub(crate) fn try_enter(&self) -> Option<Section<'_>> {
         let word = &self.shards[thread_shard(SHARDS)].0;
-        if mutant::active(Mutant::CountedRefusal) {
-            return self.mutant_try_enter(word);
-        }
+        control!(CountedRefusal => return crate::controls::counted_try_enter(self, word));
         // Expect the usual count, zero, rather than load first: one
         // read-modify-write when the shard is quiet, and a failed exchange
         // returns the newest word to retry from.
@@ -94,17 +91,6 @@ impl ForkGate {
                 Err(now) => seen = now,
             }
         }
-    }
-
-    /// Negative control: count in, and back out if the gate was closed.
-    fn mutant_try_enter<'a>(&'a self, word: &'a AtomicUsize) -> Option<Section<'a>> {
-        let before = word.fetch_add(1, Ordering::Acquire);
-        if before & CLOSED == 0 {
-            return Some(Section { gate: self, word });
-        }
-        word.fetch_sub(1, Ordering::Release);
-        self.wake();
-        None
     }
 
     /// Closes the gate and waits until every open section has ended.
@@ -173,7 +159,7 @@ impl ForkGate {
     }
 
     /// loom builds: wakes every waiting thread.
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         #[cfg(loom)]
         {
             let waiters: Vec<Thread> = self.waiters.lock().drain(..).collect();

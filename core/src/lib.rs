@@ -7,28 +7,51 @@
 //! and under loom (`--cfg loom`) and shuttle (`--cfg shuttle`).
 //!
 //! The invariants (`docs/DESIGN.md` in the repository is the contract) and
-//! the part that keeps each, one hop away:
-//! - **I1** per-var order: [`Var`] queues (`var.rs`), appended under all of
-//!   an op's var locks at once, in var-id order (`engine/push.rs`).
-//! - **I2** exactly-once completion: the op's status word (`op.rs`),
-//!   completion (`engine/complete.rs`), [`CompletionToken`]; no accepted op
-//!   is stranded without a worker: the worker pool (`pool.rs`, its
-//!   `# State`) and its start-failure path (`engine/worker.rs`).
-//! - **I3** quiesce: [`QuiesceGuard`], the lanes' `paused` and `running`
-//!   (`ready.rs`, `engine/quiesce.rs`).
+//! the part that keeps each, one hop away. Each part is one file whose
+//! module docs have a `# State` section: the states, who moves them, and
+//! which invariant each move serves.
+//! - **I1** per-var order: the var's queue (`var.rs`), appended under all
+//!   of an op's var locks at once, in var-id order (`engine/push.rs`).
+//! - **I2** exactly-once completion: the op's status (`OpStatus`) moves
+//!   forward only (`op.rs`), completion (`engine/complete.rs`),
+//!   [`CompletionToken`] (`engine/token.rs`); no accepted op is forgotten:
+//!   the live index (`live.rs`) and the waiters (`engine/waiters.rs`); no
+//!   accepted op is stranded without a worker: the worker pool (`pool.rs`)
+//!   and its start-failure path (`engine/worker.rs`).
+//! - **I3** quiesce: [`QuiesceGuard`], the control state
+//!   (`engine/control.rs`), the lanes' `paused` and `running` (`ready.rs`,
+//!   `engine/quiesce.rs`).
 //! - **I4** host-lock liveness: follows from H1 and H2 ([`HostBridge`],
 //!   `host.rs`).
 //! - **I5** fork child, **I6** fork parent: [`ForkDomain`] (`domain.rs`),
-//!   the fork gate (`gate.rs`), the child's settle (`engine/fork.rs`); no
-//!   engine thread mid-exit at a fork: workers leave only at shutdown
-//!   (`pool.rs`), spawns are counted (`sync/exits.rs`).
-//! - **I7** errors and poison: completion (`engine/complete.rs`).
+//!   the fork gate (`gate.rs`), the epoch cell and its settle-once
+//!   (`epoch.rs`), the child's settle (`engine/fork.rs`); no engine thread
+//!   mid-exit at a fork: workers leave only at shutdown (`pool.rs`), spawns
+//!   are counted (`sync/exits.rs`).
+//! - **I7** errors and poison: the var's poison (`var.rs`), completion
+//!   (`engine/complete.rs`), the errors kept for `wait_all`
+//!   (`engine/control.rs`).
 //! - **I8** shutdown: [`Engine::shutdown`] (`engine/shutdown.rs`), the
-//!   pool's stop.
+//!   lifecycle table (`lifecycle.rs`, applied in `engine/control.rs`), the
+//!   lanes' `stopped` and `in_bridge` (`ready.rs`), the pool's stop.
 //! - **H1**, **H2**: `host.rs`; waits park with the host lock released
 //!   (`engine/mod.rs`, `Shared::park`).
 //! - **The bound rule** (a push from inside an op never waits for room):
 //!   `engine/push.rs`.
+//!
+//! # Layers
+//!
+//! No two modules import each other, directly or round a cycle
+//! (`scripts/check-import-cycles.py`, run in CI). From the bottom: the
+//! [`sync`] facade; plain data (`op_info.rs`, `op_name.rs`, `error.rs`,
+//! `lifecycle.rs`); the var's queue (`var.rs`, generic over the op record
+//! so it names no op); the op record (`op.rs`); what a caller names
+//! (`spec.rs`); the parts (`epoch.rs`, `gate.rs`, `live.rs`, `pool.rs`,
+//! `ready.rs`, `trace.rs`, `domain.rs`); the engine (`engine/`), whose
+//! files share its `Shared` state. The negative controls (`controls.rs`)
+//! are compiled for the models only and reach into the parts they break;
+//! production files name them only in a `control!` hook, which compiles to
+//! nothing there.
 //!
 //! # Lock order
 //!
@@ -53,12 +76,36 @@
 //! call [`ForkDomain::prepare`], [`ForkDomain::parent`] and
 //! [`ForkDomain::child`].
 
+/// The hook of a negative control (`controls.rs`, model builds only).
+/// `control!(Name)` is whether that control is on: `false` outside model
+/// builds, so the branch compiles away. `control!(Name => expr)` evaluates
+/// `expr` (a call of the broken variant in `controls`) only when it is on,
+/// and is nothing outside model builds.
+macro_rules! control {
+    ($m:ident) => {{
+        #[cfg(any(loom, shuttle))]
+        let on = crate::controls::active(crate::controls::Mutant::$m);
+        #[cfg(not(any(loom, shuttle)))]
+        let on = false;
+        on
+    }};
+    ($m:ident => $e:expr) => {
+        #[cfg(any(loom, shuttle))]
+        if crate::controls::active(crate::controls::Mutant::$m) {
+            $e;
+        }
+    };
+}
+
 pub mod sync;
 
+#[cfg(any(loom, shuttle))]
+pub mod controls;
 mod current;
 mod domain;
 mod drain;
 mod engine;
+mod epoch;
 mod error;
 mod gate;
 pub mod gil;
@@ -67,10 +114,11 @@ mod host;
 pub mod lifecycle;
 mod live;
 mod op;
+mod op_info;
 mod op_name;
 mod pool;
 mod ready;
-mod token;
+mod spec;
 mod trace;
 mod var;
 
@@ -78,13 +126,16 @@ pub use domain::ForkDomain;
 pub use drain::DomainQuiesce;
 #[cfg(any(loom, shuttle))]
 pub use engine::ForkSnapshot;
-pub use engine::{Config, Engine, ForkReport, QuiesceGuard, ShutdownReport, DEFAULT_MAX_STAND_INS};
+pub use engine::{
+    CompletionToken, Config, Engine, ForkReport, Payload, QuiesceGuard, ShutdownReport,
+    DEFAULT_MAX_STAND_INS,
+};
 pub use error::{Error, OpError, OpErrorKind, Result};
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;
-pub use op::{Lane, OpInfo, OpSpec, Payload, Priority, MAX_OP_VARS};
+pub use op::MAX_OP_VARS;
+pub use op_info::{Lane, OpInfo, Priority};
 pub use op_name::OpName;
 pub use ready::STARVATION_LIMIT;
-pub use token::CompletionToken;
+pub use spec::{OpSpec, Var};
 pub use trace::TraceEvent;
-pub use var::Var;

@@ -1,12 +1,98 @@
-//! One shard of the live-op index (I2, I5): every accepted, not yet
-//! completed op, by id. Ids are handed out in sequence, so the recent ops
-//! sit in a ring of slots indexed by id (one word per op, no node per op);
-//! ops that stay live while many later ones complete move to an ordered map,
-//! so a long-lived op never keeps the ring long.
+//! The live-op index (I2, I5): every accepted, not yet completed op, by
+//! id, in shards picked by `id % shards` so completions on different
+//! workers rarely share a lock. Within a shard, ids come in sequence, so
+//! the recent ops sit in a ring of slots indexed by id (one word per op, no
+//! node per op); ops that stay live while many later ones complete move to
+//! an ordered map, so a long-lived op never keeps the ring long.
+//!
+//! # State
+//!
+//! An op is *live* from the moment its pusher inserts it (under all its
+//! var locks, so ids enter in push order per var) until its completion or
+//! cancel removes it; nothing else moves it:
+//!
+//! | from | to | who | serves |
+//! |---|---|---|---|
+//! | — | live | the pusher, in a section (`engine/push.rs`) | I2: `wait_all` and shutdown see every accepted op |
+//! | live | gone | the thread that ended the op (`engine/complete.rs`), which then wakes `wait_all` waiters past it | I2 |
+//! | live | gone | the fork child's settle: every inherited op but the carried one is lost (`engine/fork.rs`) | I5 |
+//!
+//! A fork copies the index consistently: every change happens in a
+//! fork-gate section, and prepare waits for open sections.
 
-use crate::op::OpCell;
-use crate::sync::Arc;
+use crate::op::{OpCell, OpStatus};
+use crate::op_info::OpInfo;
+use crate::sync::{Arc, LockRank, Mutex, MODEL_BUILD};
 use std::collections::{BTreeMap, VecDeque};
+
+/// Shards of the index in production builds (one in model builds, where
+/// more shards only multiply the interleavings without adding behaviour).
+const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
+
+/// The live ops of an engine (see the module's `# State`).
+pub(crate) struct LiveIndex<P> {
+    shards: Box<[Mutex<LiveShard<P>>]>,
+}
+
+impl<P> LiveIndex<P> {
+    pub(crate) fn new() -> Self {
+        LiveIndex {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::ranked(LiveShard::new(SHARDS as u64), LockRank::LiveShard))
+                .collect(),
+        }
+    }
+
+    /// The shard op `id` lives in.
+    pub(crate) fn shard(&self, id: u64) -> &Mutex<LiveShard<P>> {
+        // `SHARDS` is 1 in model builds.
+        #[allow(clippy::modulo_one)]
+        let shard = (id as usize) % SHARDS;
+        &self.shards[shard]
+    }
+
+    /// The live op `id`, if it has not completed.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<OpCell<P>>> {
+        self.shard(id).lock().get(id).cloned()
+    }
+
+    /// Every live op, by id.
+    pub(crate) fn all(&self) -> Vec<Arc<OpCell<P>>> {
+        let mut ops: Vec<Arc<OpCell<P>>> = Vec::new();
+        for shard in self.shards.iter() {
+            ops.extend(shard.lock().iter().cloned());
+        }
+        ops.sort_by_key(|op| op.id);
+        ops
+    }
+
+    /// How many ops are live.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// What identifies each live op pushed before `limit`, by id.
+    pub(crate) fn below(&self, limit: u64) -> Vec<OpInfo> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.lock().below(limit).map(|op| op.info()));
+        }
+        out.sort_by_key(|i| i.id);
+        out
+    }
+
+    /// What identifies each live op that is running, by id.
+    pub(crate) fn running(&self) -> Vec<OpInfo> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            let running = shard.iter().filter(|op| op.is(OpStatus::Running));
+            out.extend(running.map(|op| op.info()));
+        }
+        out.sort_by_key(|i| i.id);
+        out
+    }
+}
 
 /// Below this length the ring is never compacted.
 const COMPACT_FROM: usize = 1024;

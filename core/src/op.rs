@@ -1,85 +1,34 @@
-//! Ops: a payload with the vars it reads and writes, a lane, a name and a
-//! priority. Core is generic over the payload, so the models use small
-//! cloneable effect descriptors and the engine crate uses closures.
+//! The op record: an accepted op's status, vars, payload and name.
+//!
+//! # State
+//!
+//! An op's status ([`OpStatus`]) lives in one atomic word with its fork
+//! epoch, and moves only forward:
+//!
+//! | from | to | who | serves |
+//! |---|---|---|---|
+//! | — | `Queued` | the pusher, at accept | I1: appended to its vars first |
+//! | `Queued` | `Running` | the worker that dispatches it ([`OpCell::try_start`]) | I2: one thread takes the payload |
+//! | `Queued` | `Done` | a cancel: shutdown's sweep, a lost-in-fork settle, an unrunnable lane ([`OpCell::try_cancel`]) | I2, I5, I8 |
+//! | `Running` | `Done` | completion: the body returned, its token completed or dropped ([`OpCell::try_finish`]) | I2: exactly once |
+//!
+//! Every move is one read-modify-write, so exactly one thread ends an op;
+//! the thread that moved it out of `Queued` is the only one that takes its
+//! payload. The epoch bits change only on a fork child's only thread while
+//! it settles (I5), keeping the status.
 
-use crate::error::OpError;
+use crate::error::{OpError, OpErrorKind};
+use crate::op_info::{Lane, OpInfo, Priority};
 use crate::op_name::OpName;
 use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, TakeOnce};
-use crate::token::CompletionToken;
-use crate::var::{Var, VarState};
-use smallvec::SmallVec;
+use crate::var::{Grantee, VarState};
 
 /// The most vars one op may name (reads and writes together); a push naming
 /// more gets [`crate::Error::TooManyVars`].
 pub const MAX_OP_VARS: usize = 65_535;
 
-/// The vars an [`OpSpec`] reads or writes: two without an allocation.
-pub(crate) type OpVars<P> = SmallVec<[Var<P>; 2]>;
-
-/// Which worker pool runs an op.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lane {
-    /// Plain Rust work.
-    Compute,
-    /// Work that calls host code; runs through the [`crate::HostBridge`]
-    /// with the host lock taken around it.
-    Host,
-}
-
-impl Lane {
-    pub(crate) const ALL: [Lane; 2] = [Lane::Compute, Lane::Host];
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Lane::Compute => 0,
-            Lane::Host => 1,
-        }
-    }
-}
-
-/// Priority bands of the ready queue: FIFO within a band; see
-/// [`crate::ready::STARVATION_LIMIT`] for the bound on starving lower bands.
-/// Priority never reorders ops on one var (I1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub enum Priority {
-    /// Dispatched first.
-    High,
-    /// The default.
-    #[default]
-    Normal,
-    /// Dispatched last, but never starved past the bound.
-    Low,
-}
-
-impl Priority {
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Priority::High => 0,
-            Priority::Normal => 1,
-            Priority::Low => 2,
-        }
-    }
-}
-
-/// What identifies an op in reports and errors.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct OpInfo {
-    /// Push sequence number, unique per engine.
-    pub id: u64,
-    /// The name given at push (`"op"` if none).
-    pub name: String,
-    /// The lane it was pushed to.
-    pub lane: Lane,
-    /// Its priority band.
-    pub priority: Priority,
-}
-
-/// An op body. `token` is `Some` for async ops: the op completes when the
-/// token is completed (or dropped, which completes it with an error).
-/// A sync op completes when `run` returns.
-pub trait Payload: Send + Sized + 'static {
-    /// Runs the body. `Err(message)` fails the op and poisons what it writes.
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String>;
-}
+/// The state of a var whose queue holds ops of payload `P`.
+pub(crate) type OpVar<P> = VarState<OpCell<P>>;
 
 /// What an op does when it is dispatched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,110 +43,37 @@ pub(crate) enum Action {
     Delete,
 }
 
-/// A request to push an op. Build with [`OpSpec::new`].
-///
-/// ```
-/// # use forksafe_core::{OpSpec, Lane, Priority, Payload, CompletionToken};
-/// struct Nop;
-/// impl Payload for Nop {
-///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), String> { Ok(()) }
-/// }
-/// let spec = OpSpec::new(Nop).name("nop").lane(Lane::Compute).priority(Priority::High);
-/// # let _ = spec;
-/// ```
-pub struct OpSpec<P> {
-    pub(crate) payload: Option<P>,
-    pub(crate) reads: OpVars<P>,
-    pub(crate) writes: OpVars<P>,
-    pub(crate) lane: Lane,
-    pub(crate) priority: Priority,
-    pub(crate) name: Option<OpName>,
-    pub(crate) run_on_error: bool,
-    pub(crate) action: Action,
+/// Where an op is in its life (see the module's `# State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum OpStatus {
+    /// Waiting for vars, or in a ready queue.
+    Queued,
+    /// Dispatched, not complete.
+    Running,
+    /// Complete: finished, failed or cancelled.
+    Done,
 }
 
-impl<P: Payload> OpSpec<P> {
-    /// A sync compute op of normal priority with no vars.
-    pub fn new(payload: P) -> Self {
-        OpSpec {
-            payload: Some(payload),
-            reads: OpVars::new(),
-            writes: OpVars::new(),
-            lane: Lane::Compute,
-            priority: Priority::Normal,
-            name: None,
-            run_on_error: false,
-            action: Action::Sync,
+impl OpStatus {
+    /// The status's bits in the state word. `Done` has every status bit
+    /// set, so one `fetch_or` ends any status.
+    const fn bits(self) -> u64 {
+        match self {
+            OpStatus::Queued => 0,
+            OpStatus::Running => 1,
+            OpStatus::Done => 3,
         }
     }
 
-    pub(crate) fn internal(action: Action, var: &Var<P>, name: &'static str) -> Self {
-        OpSpec {
-            payload: None,
-            reads: OpVars::new(),
-            writes: std::iter::once(var.clone()).collect(),
-            lane: Lane::Compute,
-            priority: Priority::Normal,
-            name: Some(OpName::from_static(name)),
-            run_on_error: true,
-            action,
+    fn from_bits(bits: u64) -> OpStatus {
+        match bits & STATUS {
+            0 => OpStatus::Queued,
+            1 => OpStatus::Running,
+            _ => OpStatus::Done,
         }
-    }
-
-    /// Vars the op reads.
-    pub fn reads(mut self, vars: &[Var<P>]) -> Self {
-        self.reads.extend(vars.iter().cloned());
-        self
-    }
-    /// Vars the op writes.
-    pub fn writes(mut self, vars: &[Var<P>]) -> Self {
-        self.writes.extend(vars.iter().cloned());
-        self
-    }
-    /// Vars the op reads, taken by value (no handle is cloned).
-    pub fn reads_vec(mut self, vars: impl IntoIterator<Item = Var<P>>) -> Self {
-        self.reads.extend(vars);
-        self
-    }
-    /// Vars the op writes, taken by value (no handle is cloned).
-    pub fn writes_vec(mut self, vars: impl IntoIterator<Item = Var<P>>) -> Self {
-        self.writes.extend(vars);
-        self
-    }
-    /// The lane (default compute).
-    pub fn lane(mut self, lane: Lane) -> Self {
-        self.lane = lane;
-        self
-    }
-    /// The priority band (default normal).
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
-        self
-    }
-    /// A name for reports and errors: a string literal is kept without a
-    /// copy (see [`OpName`]).
-    pub fn name(mut self, name: impl Into<OpName>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-    /// Run even if a var it touches is poisoned (I7 opt-out).
-    pub fn run_on_error(mut self) -> Self {
-        self.run_on_error = true;
-        self
-    }
-    /// Make it async: the body gets a [`CompletionToken`].
-    pub fn asynchronous(mut self) -> Self {
-        self.action = Action::Async;
-        self
     }
 }
 
-/// Op status, in the low bits of [`OpCell`]'s state word: queued (waiting
-/// for vars or in a ready queue), running (dispatched, not complete), done.
-/// `DONE` has every status bit set, so one `fetch_or` ends any status.
-pub(crate) const QUEUED: u64 = 0;
-pub(crate) const RUNNING: u64 = 1;
-pub(crate) const DONE: u64 = 3;
 const STATUS_BITS: u32 = 2;
 const STATUS: u64 = (1 << STATUS_BITS) - 1;
 
@@ -205,20 +81,20 @@ const STATUS: u64 = (1 << STATUS_BITS) - 1;
 /// whether the op writes it: one var without an allocation, more in one
 /// boxed slice.
 pub(crate) enum VarList<P> {
-    One([(Arc<VarState<P>>, bool); 1]),
-    Many(Box<[(Arc<VarState<P>>, bool)]>),
+    One([(Arc<OpVar<P>>, bool); 1]),
+    Many(Box<[(Arc<OpVar<P>>, bool)]>),
 }
 
 impl<P> VarList<P> {
     /// The vars of `reads` then `writes`.
     pub(crate) fn new(
-        reads: impl IntoIterator<Item = Var<P>>,
-        writes: impl IntoIterator<Item = Var<P>>,
+        reads: impl IntoIterator<Item = Arc<OpVar<P>>>,
+        writes: impl IntoIterator<Item = Arc<OpVar<P>>>,
     ) -> Self {
         let uses = reads
             .into_iter()
-            .map(|v| (v.state, false))
-            .chain(writes.into_iter().map(|v| (v.state, true)));
+            .map(|v| (v, false))
+            .chain(writes.into_iter().map(|v| (v, true)));
         let mut uses = uses.peekable();
         match (uses.next(), uses.peek()) {
             (Some(only), None) => VarList::One([only]),
@@ -234,7 +110,7 @@ impl<P> VarList<P> {
         }
     }
 
-    pub(crate) fn as_slice(&self) -> &[(Arc<VarState<P>>, bool)] {
+    pub(crate) fn as_slice(&self) -> &[(Arc<OpVar<P>>, bool)] {
         match self {
             VarList::One(one) => one,
             VarList::Many(many) => many,
@@ -242,9 +118,10 @@ impl<P> VarList<P> {
     }
 }
 
-/// An accepted op. Guards I2: its status moves QUEUED → RUNNING → DONE or
-/// QUEUED → DONE by atomic read-modify-write, so it completes exactly once,
-/// and only the thread that moved it out of QUEUED takes its payload.
+/// An accepted op. Guards I2: its [`OpStatus`] moves forward only, by one
+/// atomic read-modify-write per move (the module's `# State`), so it
+/// completes exactly once, and only the thread that moved it out of
+/// `Queued` takes its payload.
 /// Kept small: every pending op has one (README, "Benchmarks").
 pub(crate) struct OpCell<P> {
     /// Push sequence number, unique per engine.
@@ -283,7 +160,7 @@ impl<P> OpCell<P> {
     ) -> Self {
         OpCell {
             id,
-            state: AtomicU64::new(epoch << STATUS_BITS | QUEUED),
+            state: AtomicU64::new(epoch << STATUS_BITS | OpStatus::Queued.bits()),
             missing: AtomicU32::new(missing),
             lane,
             priority,
@@ -302,15 +179,15 @@ impl<P> OpCell<P> {
 
     /// Moves the status from `from` to `to` if it is `from`; the epoch bits
     /// are kept (they change only on a fork child's only thread).
-    fn change_status(&self, from: u64, to: u64) -> bool {
+    fn change_status(&self, from: OpStatus, to: OpStatus) -> bool {
         let mut now = self.state.load(Ordering::Acquire);
         loop {
-            if now & STATUS != from {
+            if OpStatus::from_bits(now) != from {
                 return false;
             }
             match self.state.compare_exchange(
                 now,
-                now & !STATUS | to,
+                now & !STATUS | to.bits(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -321,29 +198,29 @@ impl<P> OpCell<P> {
     }
 
     pub(crate) fn try_start(&self) -> bool {
-        self.change_status(QUEUED, RUNNING)
+        self.change_status(OpStatus::Queued, OpStatus::Running)
     }
 
     /// Marks the op done; returns the status it had, or `None` if it was
     /// already done (a second completion).
-    pub(crate) fn try_finish(&self) -> Option<u64> {
-        let before = self.state.fetch_or(DONE, Ordering::AcqRel) & STATUS;
-        (before != DONE).then_some(before)
+    pub(crate) fn try_finish(&self) -> Option<OpStatus> {
+        let before =
+            OpStatus::from_bits(self.state.fetch_or(OpStatus::Done.bits(), Ordering::AcqRel));
+        (before != OpStatus::Done).then_some(before)
     }
 
     /// Marks a queued (not dispatched) op done, for cancellation.
     pub(crate) fn try_cancel(&self) -> bool {
-        self.change_status(QUEUED, DONE)
+        self.change_status(OpStatus::Queued, OpStatus::Done)
     }
 
-    /// The status (model snapshots).
-    #[cfg(any(loom, shuttle))]
-    pub(crate) fn status(&self) -> u64 {
-        self.state.load(Ordering::Acquire) & STATUS
+    /// The status now.
+    pub(crate) fn status(&self) -> OpStatus {
+        OpStatus::from_bits(self.state.load(Ordering::Acquire))
     }
 
-    pub(crate) fn is(&self, status: u64) -> bool {
-        self.state.load(Ordering::Acquire) & STATUS == status
+    pub(crate) fn is(&self, status: OpStatus) -> bool {
+        self.status() == status
     }
 
     /// The fork epoch the op's token is valid in.
@@ -360,7 +237,7 @@ impl<P> OpCell<P> {
     }
 
     /// Every var the op names, with whether it writes it.
-    pub(crate) fn vars(&self) -> impl Iterator<Item = (&Arc<VarState<P>>, bool)> {
+    pub(crate) fn vars(&self) -> impl Iterator<Item = (&Arc<OpVar<P>>, bool)> {
         self.vars.as_slice().iter().map(|(v, write)| (v, *write))
     }
 
@@ -368,7 +245,7 @@ impl<P> OpCell<P> {
     ///
     /// # Safety
     ///
-    /// The caller moved the status out of `QUEUED` ([`OpCell::try_start`],
+    /// The caller moved the status out of `Queued` ([`OpCell::try_start`],
     /// [`OpCell::try_cancel`]) and has not taken the payload before, or it is
     /// a fork child's only thread settling the engine.
     pub(crate) unsafe fn take_payload(&self) -> Option<P> {
@@ -401,8 +278,18 @@ impl<P> OpCell<P> {
         }
     }
 
-    pub(crate) fn error(&self, kind: crate::error::OpErrorKind) -> OpError {
+    pub(crate) fn error(&self, kind: OpErrorKind) -> OpError {
         OpError::new(self.info(), kind)
+    }
+}
+
+impl<P> Grantee for OpCell<P> {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn grant(&self) -> bool {
+        OpCell::grant(self)
     }
 }
 
@@ -426,7 +313,7 @@ pub(crate) fn bare_op(id: u64, epoch: u64) -> OpCell<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{bare_op, DONE, QUEUED, RUNNING};
+    use super::{bare_op, OpStatus};
 
     fn op(epoch: u64) -> super::OpCell<()> {
         bare_op(7, epoch)
@@ -438,16 +325,16 @@ mod tests {
     fn a_new_epoch_keeps_the_status() {
         let queued = op(3);
         queued.set_epoch(4);
-        assert!(queued.is(QUEUED));
+        assert!(queued.is(OpStatus::Queued));
         assert_eq!(queued.epoch(), 4);
 
         let running = op(3);
         assert!(running.try_start());
         running.set_epoch(4);
-        assert!(running.is(RUNNING));
+        assert!(running.is(OpStatus::Running));
         assert_eq!(running.epoch(), 4);
-        assert_eq!(running.try_finish(), Some(RUNNING));
-        assert!(running.is(DONE));
+        assert_eq!(running.try_finish(), Some(OpStatus::Running));
+        assert!(running.is(OpStatus::Done));
         assert_eq!(running.epoch(), 4);
         assert_eq!(running.try_finish(), None);
     }

@@ -45,7 +45,12 @@
 //! - [`Pool::stop`] hands back every parked thread to wake: after shutdown
 //!   no worker is left parked for ever (I8).
 
+use crate::op_info::Lane;
 use crate::sync::Thread;
+
+/// Workers to bring to life once the section that decided it has ended:
+/// the lane, and a thread to start or a spare to recall.
+pub(crate) type Spawns = Vec<(Lane, Start)>;
 
 /// What dispatch must do to bring a counted worker to life, outside the
 /// lane's lock.

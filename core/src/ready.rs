@@ -1,6 +1,29 @@
 //! Per-lane ready queues with priority bands, and the lane's state beside
 //! them: its worker pool ([`Pool`]), what is running, and the quiesce and
-//! shutdown flags.
+//! shutdown flags. All of it lives under the lane's lock
+//! ([`crate::sync::LockRank::Lane`]), taken inside a fork-gate section.
+//!
+//! # State
+//!
+//! A ready op (every var granted) is *queued* in its priority band, then
+//! *dispatched*: popped by a worker, counted in `running` until it
+//! completes (I2, I3).
+//!
+//! | what | from | to | who | serves |
+//! |---|---|---|---|---|
+//! | op | — | queued | the grant that made it ready: its pusher or the completion that released its last var (`engine/worker.rs`, `dispatch`) | I1: only granted ops queue |
+//! | op | queued | dispatched | a worker, unless `paused` or `stopped` (`next_ready`) | I3: nothing starts while a quiesce holds |
+//! | op | dispatched | — | its completion (`running` falls; drain waiters woken) | I3: a quiesce drains |
+//! | op | queued | — | shutdown's cancel sweep or the fork child's settle ([`LaneState::drain`]) | I8, I5 |
+//! | lane | dispatching | paused | a quiesce, under the control lock (`engine/quiesce.rs`) | I3 |
+//! | lane | paused | dispatching | the last quiesce released, a shutdown, or the fork child | I3, I8 |
+//! | lane | any | stopped | shutdown, once the deadline passed (`engine/shutdown.rs`); never left but by a fork child of a running engine | I8 |
+//!
+//! `in_bridge` counts host workers inside or entering the host bridge;
+//! shutdown waits for it to reach zero before it returns (I8: no host call
+//! after shutdown). Priority picks among ready ops only, so it never
+//! reorders two ops of one var (I1); [`STARVATION_LIMIT`] bounds how long
+//! a low band waits.
 
 use crate::op::OpCell;
 use crate::pool::Pool;

@@ -4,7 +4,8 @@
 //! inside a fork-gate section (so no thread holds it when the process
 //! forks), never while host code runs (H1).
 
-use crate::op::{Lane, OpCell};
+use crate::op::OpCell;
+use crate::op_info::Lane;
 use crate::sync::{AtomicBool, Mutex, Ordering, MODEL_BUILD};
 use std::time::Instant;
 

@@ -1,76 +1,77 @@
-//! Vars and their per-var queues: the home of I1.
+//! A var's state and its queue of uses: the home of I1 (and of I7's
+//! poison).
 //!
 //! Each var has its own lock; no global lock is taken on the push or
 //! completion path. A push appends to the queues of all its vars while
 //! holding their locks in var-id order, so two pushes are ordered the same
 //! way on every var they share (no cross-var cycles), and each var grants in
 //! FIFO order: one writer alone, or a run of consecutive readers together.
+//!
+//! The queue is generic over the op record `O` (the engine's is
+//! `OpCell<P>`, through [`Grantee`]), so this file names no other part of
+//! core and the op record can name vars without an import cycle.
+//!
+//! # State
+//!
+//! A use of the var by an op is *queued*, then *granted* (a holder), then
+//! gone; all under the var's lock ([`crate::sync::LockRank::Var`]):
+//!
+//! | from | to | who | serves |
+//! |---|---|---|---|
+//! | — | queued or granted | the pusher ([`VarInner::append`]): granted at once only if nothing is queued and it is compatible with the holders | I1 |
+//! | queued | granted | the completion of a holder ([`VarInner::remove`] grants the head: one writer alone, or a run of readers) | I1: FIFO |
+//! | granted or queued | gone | the op's completion or cancel | I2 |
+//!
+//! The var itself is live, then *deleted* (no new pushes: a deletion is
+//! queued), then *freed* (the deletion ran). `version` counts completed
+//! writes; `poison` is set by a failed writer and cleared only by a
+//! clear-poison op (I7).
 
 use crate::error::OpError;
-use crate::op::OpCell;
 use crate::sync::{Arc, Mutex, Thread};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
-use std::fmt;
 
-/// A handle naming a resource of one engine. Cheap to clone. Vars survive a
-/// fork: the child's engine keeps them, with the poison of ops lost there.
-pub struct Var<P> {
-    /// The owning engine: its domain and its id there.
-    pub(crate) engine: (usize, u64),
-    pub(crate) state: Arc<VarState<P>>,
+/// What a var needs from the op records in its queue.
+pub(crate) trait Grantee {
+    /// The op's push sequence number.
+    fn id(&self) -> u64;
+    /// Records one more var grant; true when the op became ready.
+    fn grant(&self) -> bool;
 }
 
-impl<P> Clone for Var<P> {
-    fn clone(&self) -> Self {
-        Var {
-            engine: self.engine,
-            state: self.state.clone(),
+/// A var: its id and its lock-guarded state.
+pub(crate) struct VarState<O> {
+    pub(crate) id: u64,
+    pub(crate) inner: Mutex<VarInner<O>>,
+}
+
+impl<O> VarState<O> {
+    /// A new var `id` with nothing queued.
+    pub(crate) fn new(id: u64) -> Self {
+        VarState {
+            id,
+            inner: Mutex::ranked(VarInner::new(), crate::sync::LockRank::Var),
         }
     }
 }
 
-impl<P> fmt::Debug for Var<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Var(engine {}, #{})", self.engine.1, self.state.id)
-    }
-}
-
-impl<P> PartialEq for Var<P> {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.state, &other.state)
-    }
-}
-impl<P> Eq for Var<P> {}
-
-impl<P> Var<P> {
-    /// The var's id, unique within its engine.
-    pub fn id(&self) -> u64 {
-        self.state.id
-    }
-}
-
-pub(crate) struct VarState<P> {
-    pub(crate) id: u64,
-    pub(crate) inner: Mutex<VarInner<P>>,
-}
-
 /// Ops a completion made ready: usually one or none, so no allocation.
-pub(crate) type ReadyOps<P> = SmallVec<[Arc<OpCell<P>>; 4]>;
+pub(crate) type ReadyOps<O> = SmallVec<[Arc<O>; 4]>;
 
 /// A use of a var by an op, granted or queued. Two words: every pending op
 /// has one per var (README, "Benchmarks").
-pub(crate) struct Use<P> {
-    pub(crate) op: Arc<OpCell<P>>,
+pub(crate) struct Use<O> {
+    pub(crate) op: Arc<O>,
     pub(crate) write: bool,
 }
 
 /// The state of one var. Guards I1 (grant order) and I7 (poison).
-pub(crate) struct VarInner<P> {
+pub(crate) struct VarInner<O> {
     /// Granted uses: one writer, or any number of readers.
-    pub(crate) holders: Vec<Use<P>>,
+    pub(crate) holders: Vec<Use<O>>,
     /// Uses waiting for their turn, in push order.
-    pub(crate) queue: VecDeque<Use<P>>,
+    pub(crate) queue: VecDeque<Use<O>>,
     /// Writes completed so far: the var's version.
     pub(crate) version: u64,
     pub(crate) poison: Option<OpError>,
@@ -82,7 +83,7 @@ pub(crate) struct VarInner<P> {
     pub(crate) waiters: Vec<Thread>,
 }
 
-impl<P> VarInner<P> {
+impl<O> VarInner<O> {
     pub(crate) fn new() -> Self {
         VarInner {
             holders: Vec::new(),
@@ -94,13 +95,15 @@ impl<P> VarInner<P> {
             waiters: Vec::new(),
         }
     }
+}
 
+impl<O: Grantee> VarInner<O> {
     fn writer_holds(&self) -> bool {
         self.holders.first().is_some_and(|u| u.write)
     }
 
     /// Appends a use in push order; returns true if it is granted at once.
-    pub(crate) fn append(&mut self, op: &Arc<OpCell<P>>, write: bool) -> bool {
+    pub(crate) fn append(&mut self, op: &Arc<O>, write: bool) -> bool {
         let u = Use {
             op: op.clone(),
             write,
@@ -121,7 +124,7 @@ impl<P> VarInner<P> {
 
     /// Removes `op`'s use (granted or queued) and grants whatever may now
     /// run, appending ops that became ready to `ready`.
-    pub(crate) fn remove(&mut self, op: &Arc<OpCell<P>>, ready: &mut ReadyOps<P>) {
+    pub(crate) fn remove(&mut self, op: &Arc<O>, ready: &mut ReadyOps<O>) {
         if let Some(i) = self.holders.iter().position(|u| Arc::ptr_eq(&u.op, op)) {
             self.holders.swap_remove(i);
         } else if let Some(i) = self.queue.iter().position(|u| Arc::ptr_eq(&u.op, op)) {
@@ -130,7 +133,7 @@ impl<P> VarInner<P> {
         self.grant_next(ready);
     }
 
-    fn grant_next(&mut self, ready: &mut ReadyOps<P>) {
+    fn grant_next(&mut self, ready: &mut ReadyOps<O>) {
         while let Some(head) = self.queue.front() {
             let ok = if head.write {
                 self.holders.is_empty()
@@ -156,11 +159,11 @@ impl<P> VarInner<P> {
     /// takes its id holding the locks of all its vars, so, read under this
     /// var's lock, the engine's next op id bounds exactly the ops already
     /// appended here.
-    pub(crate) fn pending_writes(&self, below: u64) -> Vec<Arc<OpCell<P>>> {
+    pub(crate) fn pending_writes(&self, below: u64) -> Vec<Arc<O>> {
         self.holders
             .iter()
             .chain(self.queue.iter())
-            .filter(|u| u.write && u.op.id < below)
+            .filter(|u| u.write && u.op.id() < below)
             .map(|u| u.op.clone())
             .collect()
     }

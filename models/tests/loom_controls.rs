@@ -1,5 +1,5 @@
 //! loom negative controls: deliberately broken variants of forksafe-core
-//! (`forksafe_core::sync::mutant`) that loom must catch, each next to the
+//! (`forksafe_core::controls`) that loom must catch, each next to the
 //! same scenario without the mutant, which must pass.
 //!
 //! A loom failure here is usually a deadlock, and loom 0.7.3 then often
@@ -16,7 +16,7 @@
 mod loom_common;
 mod pool_common;
 
-use forksafe_core::sync::mutant::{self, Mutant};
+use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, Lane, State};
 use loom_common::*;
 use std::process::Command;

@@ -1,5 +1,5 @@
 //! shuttle negative controls: deliberately broken variants of
-//! `forksafe-core` (`forksafe_core::sync::mutant`) that shuttle must catch.
+//! `forksafe-core` (`forksafe_core::controls`) that shuttle must catch.
 //! Each `caught_*` test passes only if shuttle fails the model with the
 //! expected kind of failure (deadlock, step bound of a livelock, or the
 //! model's assertion); each `sound_*` test runs the same scenario without
@@ -11,7 +11,7 @@
 mod pool_common;
 mod shuttle_common;
 
-use forksafe_core::sync::mutant::{self, Mutant};
+use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, ForkSnapshot, Lane};
 use forksafe_models::Step;
 use shuttle::scheduler::RandomScheduler;

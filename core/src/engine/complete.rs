@@ -3,12 +3,13 @@
 //! waiters that may now return. No wake-up is lost: each waiter registers
 //! before it checks, and each completer changes state before it wakes.
 
-use super::worker::Spawns;
+use super::Payload;
 use super::Shared;
 use crate::error::{Error, OpError, Result};
-use crate::op::{Action, Lane, OpCell, Payload, QUEUED, RUNNING};
-use crate::sync::mutant::{self, Mutant};
-use crate::sync::{Arc, Ordering, Thread};
+use crate::op::{Action, OpCell, OpStatus};
+use crate::op_info::Lane;
+use crate::pool::Spawns;
+use crate::sync::{Arc, Thread};
 use crate::var::ReadyOps;
 
 /// How an op ended.
@@ -103,12 +104,14 @@ impl<P: Payload> Shared<P> {
         let mut wake: Vec<Thread> = Vec::new();
         let inline = {
             let _section = this.enter()?;
-            if op.epoch() != this.epoch.load(Ordering::Acquire) {
+            if op.epoch() != this.epoch.get() {
                 return Err(Error::StaleEpoch);
             }
             let before = match which {
                 Finish::Any => op.try_finish(),
-                Finish::OnlyQueued | Finish::Unrunnable => op.try_cancel().then_some(QUEUED),
+                Finish::OnlyQueued | Finish::Unrunnable => {
+                    op.try_cancel().then_some(OpStatus::Queued)
+                }
             };
             let Some(before) = before else {
                 return match which {
@@ -137,9 +140,9 @@ impl<P: Payload> Shared<P> {
             let mut ready = ReadyOps::new();
             this.release_vars(op, poison, &mut ready, &mut wake);
             if let (Some(e), true) = (&error, raised) {
-                this.ctl.lock().errors.push(e.clone());
+                this.control.lock().errors.push(e.clone());
             }
-            if before == RUNNING {
+            if before == OpStatus::Running {
                 let mut ls = this.lane(op.lane).lock();
                 ls.running -= 1;
                 wake.append(&mut ls.drain_waiters);
@@ -164,7 +167,7 @@ impl<P: Payload> Shared<P> {
         &self,
         op: &Arc<OpCell<P>>,
         error: Option<&OpError>,
-        ready: &mut ReadyOps<P>,
+        ready: &mut ReadyOps<OpCell<P>>,
         wake: &mut Vec<Thread>,
     ) {
         for (var, write) in op.vars() {
@@ -179,7 +182,7 @@ impl<P: Payload> Shared<P> {
                     _ => {}
                 }
                 v.version += 1;
-                if !mutant::active(Mutant::LostNotify) {
+                if !control!(LostNotify) {
                     wake.append(&mut v.waiters);
                 }
             }
@@ -190,17 +193,10 @@ impl<P: Payload> Shared<P> {
     /// Takes a completed op out of the live index and wakes `wait_all`
     /// callers that may now return; inside a section.
     pub(crate) fn forget_live(&self, id: u64, wake: &mut Vec<Thread>) {
-        let mut shard = self.live_shard(id).lock();
+        let mut shard = self.live.shard(id).lock();
         shard.remove(id);
         // Read under the shard lock: a waiter registers before it scans the
         // shards, so either it sees this removal or this load sees it.
-        if self.all_waiting.load(Ordering::SeqCst) > 0 && !mutant::active(Mutant::LostNotify) {
-            let lowest = shard.lowest();
-            for w in self.all_waiters.lock().iter() {
-                if lowest.is_none_or(|l| l >= w.limit) {
-                    wake.push(w.thread.clone());
-                }
-            }
-        }
+        self.waiters.wake_all_past(shard.lowest(), wake);
     }
 }

@@ -3,12 +3,13 @@
 //! handler only bumps the domain epoch, and the first engine call in the
 //! child settles the engine here (I5).
 
+use super::Payload;
 use super::Shared;
 use crate::error::OpErrorKind;
-use crate::lifecycle::{next, Event, State};
-use crate::op::{Action, Lane, OpCell, OpInfo, Payload};
-use crate::sync::mutant::{self, Mutant};
-use crate::sync::{spin_step, Arc, Ordering};
+use crate::lifecycle::{Event, State};
+use crate::op::{Action, OpCell};
+use crate::op_info::{Lane, OpInfo};
+use crate::sync::{Arc, Ordering};
 use crate::var::ReadyOps;
 
 /// What a fork child inherited from its parent's engine.
@@ -33,28 +34,16 @@ impl<P: Payload> Shared<P> {
     /// [`crate::sync::Exits::wait_for_starting`]), and remember the op the
     /// forking thread is running.
     pub(crate) fn prepare(&self) {
+        // In a child another thread may be settling the engine: wait for
+        // it (bounded: settling waits on nothing), so the gate is closed
+        // after the settle reopened it, and the fork never copies a
+        // half-settled engine.
+        self.settle_child();
         self.gate.close();
         self.exits.wait_for_starting();
         let carried = self.calling_op().map_or(0, |id| id + 1);
         self.carried.store(carried, Ordering::Release);
-        if mutant::active(Mutant::DrainingPrepare) {
-            self.mutant_drain_host_lane();
-        }
-    }
-
-    /// Negative control (a), the seed's protocol: wait for the host lane's
-    /// running ops without releasing the host lock.
-    fn mutant_drain_host_lane(&self) {
-        loop {
-            {
-                let mut ls = self.lane(Lane::Host).lock();
-                if ls.running == 0 {
-                    return;
-                }
-                ls.drain_waiters.push(crate::sync::current_thread());
-            }
-            crate::sync::park_until(&self.clock, None);
-        }
+        control!(DrainingPrepare => crate::controls::drain_host_lane(self));
     }
 
     /// Parent: back to exactly the pre-fork state.
@@ -64,28 +53,10 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Settles the engine in a fork child, once per epoch; other threads of
-    /// the child wait for the settling thread.
+    /// the child wait for the settling thread (`crate::epoch`).
     pub(crate) fn settle_child(&self) {
-        let mut round = 0;
-        loop {
-            let epoch = self.domain.epoch();
-            if self.epoch.load(Ordering::Acquire) == epoch {
-                return;
-            }
-            if self
-                .settling
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                if self.epoch.load(Ordering::Acquire) != epoch {
-                    self.settle(epoch);
-                }
-                self.settling.store(false, Ordering::Release);
-                return;
-            }
-            spin_step(round);
-            round = round.saturating_add(1);
-        }
+        self.epoch
+            .settle_once(|| self.domain.epoch(), |epoch| self.settle(epoch));
     }
 
     /// Rebuilds the engine's state for the child. No section is open: the
@@ -103,16 +74,14 @@ impl<P: Payload> Shared<P> {
         };
         let mut errors = Vec::new();
         let mut carried_lane = None;
-        for op in self.live_ops() {
+        for op in self.live.all() {
             if Some(op.id) == carried_id {
                 op.set_epoch(epoch);
                 carried_lane = Some(op.lane);
                 report.carried = Some(op.info());
                 continue;
             }
-            if mutant::active(Mutant::ChildRerun) {
-                self.mutant_rerun(&op);
-            }
+            control!(ChildRerun => crate::controls::rerun(&op));
             let err = (op.action != Action::Delete).then(|| op.error(OpErrorKind::LostInFork));
             self.lose(&op, err.as_ref());
             match err {
@@ -123,9 +92,12 @@ impl<P: Payload> Shared<P> {
                 None => report.deletions += 1,
             }
         }
-        let mut ctl = self.ctl.lock();
-        let state = next(ctl.state, Event::ForkChild).unwrap_or(State::Stopped);
-        self.set_state(&mut ctl, state);
+        let mut ctl = self.control.lock();
+        // The table has a `ForkChild` edge from every state.
+        let state = self
+            .control
+            .apply(&mut ctl, Event::ForkChild)
+            .unwrap_or_else(|_| ctl.state());
         ctl.quiesces = 0;
         ctl.errors.extend(errors);
         ctl.push_waiters.clear();
@@ -143,23 +115,12 @@ impl<P: Payload> Shared<P> {
             ls.stopped = state == State::Stopped;
             ls.drain_waiters.clear();
         }
-        self.all_waiters.lock().clear();
+        self.waiters.reset_in_child();
         // The old workers vanished: forget their handles, never join them.
         self.exits.forget_all();
-        self.all_waiting.store(0, Ordering::SeqCst);
-        self.timed.lock().clear();
-        let live: usize = self.live.iter().map(|s| s.lock().len()).sum();
+        let live = self.live.len();
         self.pending.store(live, Ordering::Release);
-        self.epoch.store(epoch, Ordering::Release);
         self.gate.open();
-    }
-
-    /// Negative control (d): the child runs an inherited op's body.
-    fn mutant_rerun(&self, op: &Arc<OpCell<P>>) {
-        // SAFETY: the fork child's only thread, settling the engine.
-        if let Some(payload) = unsafe { op.take_payload() } {
-            let _ = payload.run(None);
-        }
     }
 
     /// Completes an inherited op in the child without running it.
@@ -175,6 +136,6 @@ impl<P: Payload> Shared<P> {
         // Waiters of the parent are gone; ops granted here are lost too.
         drop(waiters);
         drop(granted);
-        self.live_shard(op.id).lock().remove(op.id);
+        self.live.shard(op.id).lock().remove(op.id);
     }
 }

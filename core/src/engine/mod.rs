@@ -4,13 +4,16 @@
 //! (prepare, parent and the child's settling), `shutdown`.
 
 mod complete;
+mod control;
 mod fork;
 mod push;
 mod quiesce;
 mod shutdown;
 #[cfg(any(loom, shuttle))]
 mod snapshot;
+mod token;
 mod wait;
+mod waiters;
 mod worker;
 #[cfg(test)]
 mod worker_tests;
@@ -20,26 +23,26 @@ pub use quiesce::QuiesceGuard;
 pub use shutdown::ShutdownReport;
 #[cfg(any(loom, shuttle))]
 pub use snapshot::ForkSnapshot;
+pub use token::{CompletionToken, Payload};
 
 use crate::domain::{ForkDomain, ForkMember};
+use crate::epoch::EpochCell;
 use crate::error::{Error, OpError, Result};
 use crate::gate::{ForkGate, Section};
 use crate::host::{HostBridge, NoHost};
 use crate::lifecycle::State;
-use crate::live::LiveShard;
-use crate::op::{Lane, OpCell, Payload};
+use crate::live::LiveIndex;
+use crate::op_info::Lane;
 use crate::ready::LaneState;
+use crate::spec::Var;
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, Thread,
-    MODEL_BUILD,
+    Arc, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, MODEL_BUILD,
 };
 use crate::trace::{TraceEvent, Tracer};
-use crate::var::{Var, VarInner, VarState};
+use crate::var::VarState;
+use control::ControlCell;
 use std::time::Duration;
-
-/// Shards of the live-op index: ops spread by id, so completions on
-/// different workers rarely share a lock.
-const LIVE_SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
+use waiters::Waiters;
 
 /// Engine sizing and limits. [`Config::validate`] checks the ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,24 +129,13 @@ impl Config {
     }
 }
 
-/// Engine-wide control state, touched off the hot path only.
-pub(crate) struct Control {
-    pub(crate) state: State,
-    pub(crate) quiesces: usize,
-    /// Errors first raised since the previous `wait_all` (I7).
-    pub(crate) errors: Vec<OpError>,
-    pub(crate) report: Option<ForkReport>,
-    /// Threads blocked in a bounded push.
-    pub(crate) push_waiters: Vec<Thread>,
-}
-
-/// A thread waiting for every op below `limit` to complete.
-pub(crate) struct AllWaiter {
-    pub(crate) limit: u64,
-    pub(crate) thread: Thread,
-}
-
-/// What workers, tokens and the domain share.
+/// What workers, tokens and the domain share: the engine's parts, each
+/// owning its state (its module's `# State` says who moves it and why):
+/// the fork gate (`gate.rs`), the epoch cell (`epoch.rs`), the control
+/// state (`control.rs`), the lanes' ready queues and pools (`ready.rs`,
+/// `pool.rs`), the live index (`live.rs`), the engine-wide waiters
+/// (`waiters.rs`) and the workers' exits (`sync/exits.rs`). The counters
+/// beside them are plain sequence numbers and the pending bound's count.
 pub(crate) struct Shared<P: Payload> {
     pub(crate) id: u64,
     pub(crate) domain: &'static ForkDomain,
@@ -156,29 +148,24 @@ pub(crate) struct Shared<P: Payload> {
     /// worker about to park can spin on it for a moment first (a hint only;
     /// every decision is taken again under the lane lock).
     pub(crate) queued_gen: [AtomicUsize; 2],
-    pub(crate) ctl: Mutex<Control>,
-    /// Mirror of `ctl.state` for the hot path.
-    pub(crate) state: AtomicUsize,
+    /// Lifecycle state, quiesce holds, errors, push waiters.
+    pub(crate) control: ControlCell,
     /// Every accepted, not yet completed op (I2, I5).
-    pub(crate) live: Vec<Mutex<LiveShard<P>>>,
-    pub(crate) all_waiters: Mutex<Vec<AllWaiter>>,
-    pub(crate) all_waiting: AtomicUsize,
+    pub(crate) live: LiveIndex<P>,
+    /// `wait_all` and shutdown waiters; model builds: timed waiters.
+    pub(crate) waiters: Waiters,
     pub(crate) next_op: AtomicU64,
     pub(crate) next_var: AtomicU64,
     /// Pending ops, counted only when `config.max_pending` is set.
     pub(crate) pending: AtomicUsize,
-    /// The domain epoch this engine's state belongs to.
-    pub(crate) epoch: AtomicU64,
-    pub(crate) settling: AtomicBool,
+    /// The domain epoch this engine's state belongs to (I5).
+    pub(crate) epoch: EpochCell,
     /// Set by prepare: 1 + the id of the op the forking thread is running.
     pub(crate) carried: AtomicU64,
     /// The workers' join handles, so shutdown returns only once every worker
     /// not running a body is gone (a raw fork that catches a std thread
     /// exiting can leave the child unable to start threads).
     pub(crate) exits: Exits,
-    /// Model builds: threads in a timed wait, woken when the model fires a
-    /// deadline.
-    pub(crate) timed: Mutex<Vec<Thread>>,
     /// The optional op timeline.
     pub(crate) tracer: Tracer,
 }
@@ -287,30 +274,15 @@ impl<P: Payload> Engine<P> {
             config,
             lanes,
             queued_gen: [AtomicUsize::new(0), AtomicUsize::new(0)],
-            ctl: Mutex::ranked(
-                Control {
-                    state: State::Running,
-                    quiesces: 0,
-                    errors: Vec::new(),
-                    report: None,
-                    push_waiters: Vec::new(),
-                },
-                LockRank::Control,
-            ),
-            state: AtomicUsize::new(State::Running.code()),
-            live: (0..LIVE_SHARDS)
-                .map(|_| Mutex::ranked(LiveShard::new(LIVE_SHARDS as u64), LockRank::LiveShard))
-                .collect(),
-            all_waiters: Mutex::ranked(Vec::new(), LockRank::AllWaiters),
-            all_waiting: AtomicUsize::new(0),
+            control: ControlCell::new(),
+            live: LiveIndex::new(),
+            waiters: Waiters::new(),
             next_op: AtomicU64::new(1),
             next_var: AtomicU64::new(1),
             pending: AtomicUsize::new(0),
-            epoch: AtomicU64::new(domain.epoch()),
-            settling: AtomicBool::new(false),
+            epoch: EpochCell::new(domain.epoch()),
             carried: AtomicU64::new(0),
             exits: Exits::new(),
-            timed: Mutex::ranked(Vec::new(), LockRank::Leaf),
             tracer: Tracer::new(),
         });
         domain.register(Box::new(Member(shared.clone())))?;
@@ -324,7 +296,7 @@ impl<P: Payload> Engine<P> {
 
     /// The lifecycle state.
     pub fn state(&self) -> State {
-        State::from_code(self.shared.state.load(Ordering::Acquire))
+        self.shared.control.state()
     }
 
     /// A new var of this engine.
@@ -333,10 +305,7 @@ impl<P: Payload> Engine<P> {
         let id = self.shared.next_var.fetch_add(1, Ordering::Relaxed);
         Ok(Var {
             engine: self.shared.key(),
-            state: Arc::new(VarState {
-                id,
-                inner: Mutex::ranked(VarInner::new(), LockRank::Var),
-            }),
+            state: Arc::new(VarState::new(id)),
         })
     }
 
@@ -359,7 +328,7 @@ impl<P: Payload> Engine<P> {
     /// How many ops are accepted and not yet complete.
     pub fn pending(&self) -> Result<usize> {
         let _section = self.shared.enter()?;
-        Ok(self.shared.live.iter().map(|s| s.lock().len()).sum())
+        Ok(self.shared.live.len())
     }
 
     /// Turns the op timeline on or off. While on, every op body that runs
@@ -380,7 +349,7 @@ impl<P: Payload> Engine<P> {
     /// The report of the last fork child settling, in a child process.
     pub fn fork_report(&self) -> Result<Option<ForkReport>> {
         let _section = self.shared.enter()?;
-        let report = self.shared.ctl.lock().report.clone();
+        let report = self.shared.control.lock().report.clone();
         Ok(report)
     }
 
@@ -397,8 +366,7 @@ impl<P: Payload> Engine<P> {
     #[cfg(any(loom, shuttle))]
     pub fn advance_clock(&self) {
         self.shared.clock.advance();
-        let waiters: Vec<Thread> = self.shared.timed.lock().drain(..).collect();
-        for t in waiters {
+        for t in self.shared.waiters.take_timed() {
             t.unpark();
         }
     }
@@ -419,7 +387,7 @@ impl<P: Payload> Shared<P> {
     pub(crate) fn enter(&self) -> Result<Section<'_>> {
         let mut round = 0;
         loop {
-            if self.epoch.load(Ordering::Acquire) != self.domain.epoch() {
+            if !self.epoch.is(self.domain.epoch()) {
                 self.settle_child();
             }
             if let Some(section) = self.gate.try_enter() {
@@ -429,7 +397,7 @@ impl<P: Payload> Shared<P> {
                 return Err(Error::ForkInProgress);
             }
             self.gate.wait_while(round, || {
-                self.gate.is_closed() && self.epoch.load(Ordering::Acquire) == self.domain.epoch()
+                self.gate.is_closed() && self.epoch.is(self.domain.epoch())
             });
             round = round.saturating_add(1);
         }
@@ -441,13 +409,7 @@ impl<P: Payload> Shared<P> {
     }
 
     pub(crate) fn state(&self) -> State {
-        State::from_code(self.state.load(Ordering::Acquire))
-    }
-
-    /// Sets the lifecycle state; call with `ctl` locked.
-    pub(crate) fn set_state(&self, ctl: &mut Control, state: State) {
-        ctl.state = state;
-        self.state.store(state.code(), Ordering::Release);
+        self.control.state()
     }
 
     pub(crate) fn check_var(&self, var: &Var<P>) -> Result<()> {
@@ -455,28 +417,6 @@ impl<P: Payload> Shared<P> {
             return Err(Error::ForeignVar);
         }
         Ok(())
-    }
-
-    pub(crate) fn live_shard(&self, op: u64) -> &Mutex<LiveShard<P>> {
-        // `LIVE_SHARDS` is 1 in model builds.
-        #[allow(clippy::modulo_one)]
-        let shard = (op as usize) % LIVE_SHARDS;
-        &self.live[shard]
-    }
-
-    /// The live op `id`, if it has not completed.
-    pub(crate) fn live_op(&self, id: u64) -> Option<Arc<OpCell<P>>> {
-        self.live_shard(id).lock().get(id).cloned()
-    }
-
-    /// Every live op, by id.
-    pub(crate) fn live_ops(&self) -> Vec<Arc<OpCell<P>>> {
-        let mut ops: Vec<Arc<OpCell<P>>> = Vec::new();
-        for shard in self.live.iter() {
-            ops.extend(shard.lock().iter().cloned());
-        }
-        ops.sort_by_key(|op| op.id);
-        ops
     }
 
     /// The op the calling thread runs, if it belongs to this engine.
@@ -488,13 +428,6 @@ impl<P: Payload> Shared<P> {
 
     pub(crate) fn lane(&self, lane: Lane) -> &Mutex<LaneState<P>> {
         &self.lanes[lane.index()]
-    }
-
-    /// Registers the calling thread for a model deadline event.
-    pub(crate) fn register_timed(&self, deadline: Option<crate::sync::Instant>) {
-        if MODEL_BUILD && deadline.is_some() {
-            self.timed.lock().push(crate::sync::current_thread());
-        }
     }
 
     /// Blocks the calling thread, with the host lock released (H2), until

@@ -1,13 +1,14 @@
 //! Pushing ops: validation, back-pressure, and appending to every var's
 //! queue in one step so that push order is the same on every var (I1).
 
-use super::worker::Spawns;
+use super::Payload;
 use super::{Engine, Shared};
 use crate::error::{Error, Result};
-use crate::op::{Action, OpCell, OpSpec, Payload, VarList, MAX_OP_VARS};
-use crate::sync::mutant::{self, Mutant};
+use crate::op::{Action, OpCell, OpVar, VarList, MAX_OP_VARS};
+use crate::pool::Spawns;
+use crate::spec::{OpSpec, Var};
 use crate::sync::{current_thread, Arc, MutexGuard, Ordering};
-use crate::var::{Var, VarInner, VarState};
+use crate::var::VarInner;
 use smallvec::SmallVec;
 use std::time::Duration;
 
@@ -68,9 +69,7 @@ impl<P: Payload> Shared<P> {
         if this.state().refuses_pushes() {
             return Err(Error::ShutDown);
         }
-        if mutant::active(Mutant::PushWaitsForQuiesce) {
-            this.mutant_wait_for_resume();
-        }
+        control!(PushWaitsForQuiesce => crate::controls::wait_for_resume(this));
         this.reserve(block)?;
         let accepted = Shared::accept(this, spec, &order);
         if accepted.is_err() && this.config.max_pending.is_some() {
@@ -98,15 +97,18 @@ impl<P: Payload> Shared<P> {
             run_on_error,
             action,
         } = spec;
-        let vars = VarList::new(reads, writes);
+        let vars = VarList::new(
+            reads.into_iter().map(|v| v.state),
+            writes.into_iter().map(|v| v.state),
+        );
         // The vars in lock order, with whether the op writes them: the
         // guards borrow these, as the list itself moves into the op.
-        let locked: SmallVec<[(Arc<VarState<P>>, bool); 4]> = order
+        let locked: SmallVec<[(Arc<OpVar<P>>, bool); 4]> = order
             .iter()
             .map(|&i| vars.as_slice()[i as usize].clone())
             .collect();
         let section = this.enter()?;
-        let mut guards: SmallVec<[MutexGuard<'_, VarInner<P>>; 4]> = SmallVec::new();
+        let mut guards: SmallVec<[MutexGuard<'_, VarInner<OpCell<P>>>; 4]> = SmallVec::new();
         for (var, _) in &locked {
             let g = var.inner.lock();
             if g.deleted {
@@ -119,7 +121,7 @@ impl<P: Payload> Shared<P> {
         let missing = order.len() as u32 + 1;
         let op = Arc::new(OpCell::new(
             id,
-            this.epoch.load(Ordering::Relaxed),
+            this.epoch.get(),
             name.unwrap_or_default(),
             lane,
             priority,
@@ -132,7 +134,7 @@ impl<P: Payload> Shared<P> {
         // In the live index before the state check: shutdown sets its state
         // before it sweeps the index, so either its sweep sees this op or
         // this check sees the shutdown (both go through the shard lock).
-        this.live_shard(id).lock().insert(id, op.clone());
+        this.live.shard(id).lock().insert(id, op.clone());
         if this.state().refuses_pushes() && op.try_cancel() {
             // A waiter may have seen the op in the index meanwhile.
             let mut wake = Vec::new();
@@ -168,15 +170,6 @@ impl<P: Payload> Shared<P> {
         Ok(id)
     }
 
-    /// Negative control (c): wait until no quiesce holds, keeping the host
-    /// lock.
-    fn mutant_wait_for_resume(&self) {
-        use crate::lifecycle::State;
-        while matches!(self.state(), State::Quiescing | State::Quiesced) {
-            crate::sync::spin_step(0);
-        }
-    }
-
     /// Takes a slot under the pending bound, waiting for one if `block`.
     fn reserve(&self, block: bool) -> Result<()> {
         let Some(max) = self.config.max_pending else {
@@ -185,8 +178,7 @@ impl<P: Payload> Shared<P> {
         // The bound rule: a push from inside an op of this engine never
         // waits for a slot (its own op may hold the last one). Checked only
         // under a bound: the unbounded push path reads no thread-local.
-        let block =
-            block && (self.calling_op().is_none() || mutant::active(Mutant::PushInsideOpWaits));
+        let block = block && (self.calling_op().is_none() || control!(PushInsideOpWaits));
         loop {
             let now = self.pending.load(Ordering::Acquire);
             if now < max {
@@ -204,7 +196,7 @@ impl<P: Payload> Shared<P> {
             }
             {
                 let _section = self.enter()?;
-                self.ctl.lock().push_waiters.push(current_thread());
+                self.control.lock().push_waiters.push(current_thread());
                 if self.pending.load(Ordering::Acquire) < max {
                     continue;
                 }
@@ -224,7 +216,7 @@ impl<P: Payload> Shared<P> {
         }
         self.pending.fetch_sub(1, Ordering::AcqRel);
         let waiters: Vec<_> = {
-            let mut ctl = self.ctl.lock();
+            let mut ctl = self.control.lock();
             ctl.push_waiters.drain(..).collect()
         };
         for t in waiters {

@@ -2,11 +2,12 @@
 //! completed, hold until the last guard drops. Pushes go on being accepted
 //! and are dispatched on resume.
 
+use super::Payload;
 use super::{Engine, Shared};
 use crate::error::{Error, Result};
-use crate::lifecycle::{next, Event, State};
-use crate::op::{Lane, OpInfo, Payload, RUNNING};
-use crate::sync::{current_thread, Arc, Instant, Ordering};
+use crate::lifecycle::{Event, State};
+use crate::op_info::{Lane, OpInfo};
+use crate::sync::{current_thread, Arc, Instant};
 use std::time::Duration;
 
 /// Holds a quiesce; dispatch resumes when the last guard of the engine
@@ -47,11 +48,10 @@ impl<P: Payload> Shared<P> {
             // held by this thread when another one forks.
             let caller_lane = this
                 .calling_op()
-                .and_then(|c| this.live_op(c))
+                .and_then(|c| this.live.get(c))
                 .map(|op| op.lane);
-            let mut ctl = this.ctl.lock();
-            let state = next(ctl.state, Event::Quiesce)?;
-            this.set_state(&mut ctl, state);
+            let mut ctl = this.control.lock();
+            this.control.apply(&mut ctl, Event::Quiesce)?;
             ctl.quiesces += 1;
             // Paused under `ctl`: a shutdown or a resume that takes `ctl`
             // next must see the lanes paused, or its unpause could come
@@ -61,7 +61,7 @@ impl<P: Payload> Shared<P> {
                 this.lane(lane).lock().paused = true;
             }
             drop(ctl);
-            (this.epoch.load(Ordering::Acquire), caller_lane)
+            (this.epoch.get(), caller_lane)
         };
         loop {
             let Ok(section) = this.enter() else {
@@ -83,39 +83,22 @@ impl<P: Payload> Shared<P> {
                 }
             }
             if !busy {
-                let mut ctl = this.ctl.lock();
-                let state = next(ctl.state, Event::Drained)?;
-                this.set_state(&mut ctl, state);
+                let mut ctl = this.control.lock();
+                this.control.apply(&mut ctl, Event::Drained)?;
                 return Ok(QuiesceGuard {
                     shared: this.clone(),
                     epoch,
                 });
             }
-            if let Some(e) = this.wait_expired(Some(deadline), || this.running_ops()) {
+            if let Some(e) = this.wait_expired(Some(deadline), || this.live.running()) {
                 drop(section);
                 Shared::release_quiesce(this, epoch, true);
                 return Err(e);
             }
-            this.register_timed(Some(deadline));
+            this.waiters.register_timed(Some(deadline));
             drop(section);
             this.park(Some(deadline));
         }
-    }
-
-    /// Ops dispatched and not complete; inside a section.
-    pub(crate) fn running_ops(&self) -> Vec<OpInfo> {
-        let mut out = Vec::new();
-        for shard in self.live.iter() {
-            out.extend(
-                shard
-                    .lock()
-                    .iter()
-                    .filter(|op| op.is(RUNNING))
-                    .map(|op| op.info()),
-            );
-        }
-        out.sort_by_key(|i| i.id);
-        out
     }
 
     /// Pauses or resumes dispatch on every lane; on resume wakes the idle
@@ -137,11 +120,11 @@ impl<P: Payload> Shared<P> {
         let Ok(section) = this.enter() else {
             return;
         };
-        if this.epoch.load(Ordering::Acquire) != epoch {
+        if this.epoch.get() != epoch {
             return;
         }
-        let mut ctl = this.ctl.lock();
-        if !matches!(ctl.state, State::Quiescing | State::Quiesced) || ctl.quiesces == 0 {
+        let mut ctl = this.control.lock();
+        if !matches!(ctl.state(), State::Quiescing | State::Quiesced) || ctl.quiesces == 0 {
             return;
         }
         ctl.quiesces -= 1;
@@ -151,10 +134,9 @@ impl<P: Payload> Shared<P> {
         } else {
             Event::Resume { others_held }
         };
-        let Ok(state) = next(ctl.state, event) else {
+        if this.control.apply(&mut ctl, event).is_err() {
             return;
-        };
-        this.set_state(&mut ctl, state);
+        }
         // Unpaused under `ctl`, so a quiesce that follows pauses after it.
         let wake = if others_held {
             Vec::new()
@@ -183,7 +165,7 @@ impl<P: Payload> Shared<P> {
     /// stand-in it needed when the op it waits for became ready during a
     /// quiesce (`core/tests/inside_ops.rs`). Async ops whose bodies have
     /// returned count as busy too, which can only start a worker early.
-    pub(crate) fn plan_workers_for_queued(&self) -> super::worker::Spawns {
+    pub(crate) fn plan_workers_for_queued(&self) -> crate::pool::Spawns {
         let mut spawns = Vec::new();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();

@@ -3,10 +3,11 @@
 //! entering the host bridge; after that the engine never calls host code.
 
 use super::complete::{Finish, Outcome};
+use super::Payload;
 use super::{Engine, Shared};
 use crate::error::{OpErrorKind, Result};
-use crate::lifecycle::{next, Event, State};
-use crate::op::{Lane, OpInfo, Payload};
+use crate::lifecycle::{Event, State};
+use crate::op_info::{Lane, OpInfo};
 use crate::sync::{current_thread, join_leaving, pause_briefly, Arc, Instant};
 use std::time::Duration;
 
@@ -40,13 +41,12 @@ impl<P: Payload> Shared<P> {
             let section = this.enter()?;
             // Inside the section: the live index's shard lock must not be
             // held by this thread when another one forks.
-            caller_op = caller.and_then(|c| this.live_op(c));
-            let mut ctl = this.ctl.lock();
-            if ctl.state == State::Stopped {
+            caller_op = caller.and_then(|c| this.live.get(c));
+            let mut ctl = this.control.lock();
+            if ctl.state() == State::Stopped {
                 return Ok(ShutdownReport::default());
             }
-            let state = next(ctl.state, Event::Shutdown)?;
-            this.set_state(&mut ctl, state);
+            this.control.apply(&mut ctl, Event::Shutdown)?;
             ctl.quiesces = 0;
             let mut wake: Vec<_> = ctl.push_waiters.drain(..).collect();
             // Unpaused under `ctl` (see `Shared::quiesce`).
@@ -75,14 +75,15 @@ impl<P: Payload> Shared<P> {
                 break;
             };
             let left = self
-                .live_below(u64::MAX)
+                .live
+                .below(u64::MAX)
                 .into_iter()
                 .filter(|i| Some(i.id) != caller)
                 .count();
             if left == 0 || self.clock.passed(deadline) {
                 break;
             }
-            self.register_timed(Some(deadline));
+            self.waiters.register_timed(Some(deadline));
             drop(section);
             self.park(Some(deadline));
         }
@@ -108,7 +109,7 @@ impl<P: Payload> Shared<P> {
         // No push is accepted any more, so the live set only shrinks: one
         // sweep cancels every op not yet dispatched.
         let ops = match this.enter() {
-            Ok(_section) => this.live_ops(),
+            Ok(_section) => this.live.all(),
             Err(_) => Vec::new(),
         };
         let mut payloads = Vec::new();
@@ -146,12 +147,10 @@ impl<P: Payload> Shared<P> {
         }
         Shared::join_idle_workers(this, caller_lane.is_some());
         if let Ok(_section) = this.enter() {
-            let mut ctl = this.ctl.lock();
-            if let Ok(state) = next(ctl.state, Event::Stopped) {
-                this.set_state(&mut ctl, state);
-            }
+            let mut ctl = this.control.lock();
+            let _ = this.control.apply(&mut ctl, Event::Stopped);
             drop(ctl);
-            report.still_running = this.running_ops();
+            report.still_running = this.live.running();
         }
         report
     }

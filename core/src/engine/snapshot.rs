@@ -6,15 +6,18 @@
 //! check this"). loom allows few threads per run and never reuses one, so
 //! the two worlds run as two models.
 
+use super::Payload;
 use super::{Config, Engine};
 use crate::domain::ForkDomain;
 use crate::error::{Error, OpError, Result};
 use crate::host::HostBridge;
 use crate::lifecycle::State;
-use crate::op::{Action, Lane, OpCell, OpInfo, Payload, VarList, QUEUED, RUNNING};
+use crate::op::{Action, OpCell, OpStatus, VarList};
+use crate::op_info::{Lane, OpInfo};
 use crate::op_name::OpName;
-use crate::sync::{Arc, Mutex, Ordering};
-use crate::var::{Use, Var, VarInner, VarState};
+use crate::spec::Var;
+use crate::sync::{Arc, Ordering};
+use crate::var::{Use, VarState};
 use std::collections::HashMap;
 
 /// A plain-data copy of an engine at the fork point.
@@ -43,7 +46,7 @@ struct OpCopy<P> {
     run_on_error: bool,
     action: Action,
     missing: u32,
-    status: u64,
+    status: OpStatus,
     payload: Option<P>,
 }
 
@@ -80,7 +83,8 @@ impl<P: Payload + Clone> Engine<P> {
             return Err(Error::InvalidConfig("fork_snapshot outside a fork window"));
         }
         let ops: Vec<OpCopy<P>> = s
-            .live_ops()
+            .live
+            .all()
             .iter()
             .map(|op| OpCopy {
                 info: op.info(),
@@ -95,7 +99,7 @@ impl<P: Payload + Clone> Engine<P> {
                 payload: unsafe { op.cloned_payload() },
             })
             .collect();
-        let copy_uses = |uses: &mut dyn Iterator<Item = &Use<P>>| -> Vec<(u64, bool)> {
+        let copy_uses = |uses: &mut dyn Iterator<Item = &Use<OpCell<P>>>| -> Vec<(u64, bool)> {
             uses.map(|u| (u.op.id, u.write)).collect()
         };
         let mut var_copies = Vec::new();
@@ -126,10 +130,10 @@ impl<P: Payload + Clone> Engine<P> {
                 }
             })
             .collect();
-        let ctl = s.ctl.lock();
+        let ctl = s.control.lock();
         Ok(ForkSnapshot {
-            epoch: s.epoch.load(Ordering::Acquire),
-            state: ctl.state,
+            epoch: s.epoch.get(),
+            state: ctl.state(),
             quiesces: ctl.quiesces,
             errors: ctl.errors.clone(),
             carried: s.carried.load(Ordering::Acquire),
@@ -162,14 +166,16 @@ impl<P: Payload + Clone> Engine<P> {
             .iter()
             .map(|v| Var {
                 engine: key,
-                state: Arc::new(VarState {
-                    id: v.id,
-                    inner: Mutex::ranked(VarInner::new(), crate::sync::LockRank::Var),
-                }),
+                state: Arc::new(VarState::new(v.id)),
             })
             .collect();
         let by_id: HashMap<u64, Var<P>> = vars.iter().map(|v| (v.state.id, v.clone())).collect();
-        let find = |id: &u64| by_id.get(id).cloned().ok_or(Error::ForeignVar);
+        let find = |id: &u64| {
+            by_id
+                .get(id)
+                .map(|v| v.state.clone())
+                .ok_or(Error::ForeignVar)
+        };
         let mut ops: HashMap<u64, Arc<OpCell<P>>> = HashMap::new();
         for o in &snap.ops {
             let op = Arc::new(OpCell::new(
@@ -188,18 +194,18 @@ impl<P: Payload + Clone> Engine<P> {
                 o.payload.clone(),
             ));
             match o.status {
-                QUEUED => {}
-                RUNNING => {
+                OpStatus::Queued => {}
+                OpStatus::Running => {
                     op.try_start();
                 }
-                _ => {
+                OpStatus::Done => {
                     op.try_finish();
                 }
             }
-            s.live_shard(o.info.id).lock().insert(o.info.id, op.clone());
+            s.live.shard(o.info.id).lock().insert(o.info.id, op.clone());
             ops.insert(o.info.id, op);
         }
-        let rebuild = |uses: &[(u64, bool)]| -> Result<Vec<Use<P>>> {
+        let rebuild = |uses: &[(u64, bool)]| -> Result<Vec<Use<OpCell<P>>>> {
             uses.iter()
                 .map(|(id, write)| {
                     let op = ops.get(id).cloned().ok_or(Error::ForeignVar)?;
@@ -228,15 +234,15 @@ impl<P: Payload + Clone> Engine<P> {
             ls.in_bridge = c.in_bridge;
         }
         {
-            let mut ctl = s.ctl.lock();
-            s.set_state(&mut ctl, snap.state);
+            let mut ctl = s.control.lock();
+            s.control.restore(&mut ctl, snap.state);
             ctl.quiesces = snap.quiesces;
             ctl.errors = snap.errors.clone();
         }
         s.carried.store(snap.carried, Ordering::Release);
         s.next_op.store(snap.next_op, Ordering::Release);
         s.next_var.store(snap.next_var, Ordering::Release);
-        s.epoch.store(snap.epoch, Ordering::Release);
+        s.epoch.set(snap.epoch);
         // As at the fork point: the gate is closed until the child settles.
         s.gate.close();
         Ok((engine, vars))

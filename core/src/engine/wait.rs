@@ -3,12 +3,13 @@
 //! ops pushed before the calling op: any later op may depend on it, so
 //! waiting for one could deadlock (docs/DESIGN.md, "Waiting inside an op").
 
-use super::worker::Spawns;
-use super::{AllWaiter, Engine, Shared};
+use super::Payload;
+use super::{Engine, Shared};
 use crate::error::{Error, Result};
-use crate::op::{Lane, OpInfo, Payload};
+use crate::op_info::{Lane, OpInfo};
+use crate::pool::Spawns;
+use crate::spec::Var;
 use crate::sync::{current_thread, Arc, Instant, Ordering, Thread};
-use crate::var::Var;
 use std::time::Duration;
 
 impl<P: Payload> Engine<P> {
@@ -114,9 +115,9 @@ impl<P: Payload> Shared<P> {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };
-            let pending = this.live_below(limit);
+            let pending = this.live.below(limit);
             if pending.is_empty() {
-                let errors = std::mem::take(&mut this.ctl.lock().errors);
+                let errors = std::mem::take(&mut this.control.lock().errors);
                 break if errors.is_empty() {
                     Ok(())
                 } else {
@@ -140,21 +141,13 @@ impl<P: Payload> Shared<P> {
     pub(crate) fn join_all_waiters(&self, limit: u64) -> Result<Thread> {
         let me = current_thread();
         let _section = self.enter()?;
-        self.all_waiters.lock().push(AllWaiter {
-            limit,
-            thread: me.clone(),
-        });
-        self.all_waiting.fetch_add(1, Ordering::SeqCst);
+        self.waiters.join_all(limit, me.clone());
         Ok(me)
     }
 
     pub(crate) fn leave_all_waiters(&self, me: &Thread) {
         if let Ok(_section) = self.enter() {
-            let mut waiters = self.all_waiters.lock();
-            if let Some(i) = waiters.iter().position(|w| w.thread.id() == me.id()) {
-                waiters.swap_remove(i);
-                self.all_waiting.fetch_sub(1, Ordering::SeqCst);
-            }
+            self.waiters.leave_all(me);
         }
     }
 
@@ -172,21 +165,11 @@ impl<P: Payload> Shared<P> {
         deadline: Option<Instant>,
     ) -> Result<()> {
         let spawns = this.block_caller(caller, blocked)?;
-        this.register_timed(deadline);
+        this.waiters.register_timed(deadline);
         drop(section);
         Shared::start_workers(this, spawns)?;
         this.park(deadline);
         Ok(())
-    }
-
-    /// Live ops pushed before `limit`; inside a section.
-    pub(crate) fn live_below(&self, limit: u64) -> Vec<OpInfo> {
-        let mut out = Vec::new();
-        for shard in self.live.iter() {
-            out.extend(shard.lock().below(limit).map(|op| op.info()));
-        }
-        out.sort_by_key(|i| i.id);
-        out
     }
 
     /// Marks the calling op's worker as blocked in a wait, once, and plans a
@@ -197,7 +180,7 @@ impl<P: Payload> Shared<P> {
         if blocked.is_some() {
             return Ok(spawns);
         }
-        let Some(lane) = caller.and_then(|c| self.live_op(c)).map(|op| op.lane) else {
+        let Some(lane) = caller.and_then(|c| self.live.get(c)).map(|op| op.lane) else {
             return Ok(spawns);
         };
         let mut ls = self.lane(lane).lock();

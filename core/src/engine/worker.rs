@@ -6,19 +6,16 @@
 //! stopped.
 
 use super::complete::{Finish, Outcome};
+use super::token::CompletionToken;
+use super::Payload;
 use super::Shared;
 use crate::current::{enter_op, RunningOp};
 use crate::error::{Error, OpErrorKind, Result};
-use crate::op::{Action, Lane, OpCell, Payload};
-use crate::pool::Start;
-use crate::sync::mutant::{self, Mutant};
+use crate::op::{Action, OpCell};
+use crate::op_info::Lane;
+use crate::pool::{Spawns, Start};
 use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
-use crate::token::CompletionToken;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// Workers to bring to life once the section that decided it has ended:
-/// the lane, and a thread to start or a spare to recall.
-pub(crate) type Spawns = Vec<(Lane, Start)>;
 
 /// Spin steps (see [`crate::sync::spin_step`]: 64 CPU hints, then yields) a
 /// worker that found its lane empty waits for a newly queued op before it
@@ -128,7 +125,7 @@ impl<P: Payload> Shared<P> {
     fn start_one(this: &Arc<Self>, lane: Lane, start: Start) -> std::result::Result<(), String> {
         let index = match start {
             Start::Recall(thread) => {
-                if !mutant::active(Mutant::RecallWithoutWake) {
+                if !control!(RecallWithoutWake) {
                     thread.unpark();
                 }
                 return Ok(());

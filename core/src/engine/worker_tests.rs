@@ -3,12 +3,14 @@
 //! run (`-=` → `+=` and `/=` in the start path survived: no test made the
 //! OS refuse a thread).
 
+use super::token::CompletionToken;
+use super::Payload;
 use super::{Config, Engine};
 use crate::error::{Error, OpErrorKind};
-use crate::op::{Lane, OpSpec, Payload};
+use crate::op_info::Lane;
+use crate::spec::OpSpec;
+use crate::spec::Var;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
-use crate::token::CompletionToken;
-use crate::var::Var;
 use crate::ForkDomain;
 use std::time::Duration;
 

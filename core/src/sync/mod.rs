@@ -51,8 +51,6 @@ pub use clock::{Clock, Instant};
 mod exits;
 pub use exits::{join_leaving, Exits, Leaving, Starting};
 
-pub mod mutant;
-
 mod take_once;
 pub(crate) use take_once::TakeOnce;
 

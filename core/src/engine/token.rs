@@ -1,11 +1,21 @@
-//! Completion tokens of async ops (I2: completed exactly once; dropped
-//! unfinished = completed with an error, never a hang).
+//! The op body ([`Payload`]) and the token an async body completes its op
+//! with (I2: completed exactly once; dropped unfinished = completed with an
+//! error, never a hang). Both live in the engine module: a token completes
+//! through the engine, and a payload's signature names the token.
 
-use crate::engine::Shared;
+use super::Shared;
 use crate::error::{OpErrorKind, Result};
-use crate::op::{OpCell, Payload};
+use crate::op::{OpCell, OpStatus};
 use crate::sync::Arc;
 use std::fmt;
+
+/// An op body. `token` is `Some` for async ops: the op completes when the
+/// token is completed (or dropped, which completes it with an error).
+/// A sync op completes when `run` returns.
+pub trait Payload: Send + Sized + 'static {
+    /// Runs the body. `Err(message)` fails the op and poisons what it writes.
+    fn run(self, token: Option<CompletionToken<Self>>) -> std::result::Result<(), String>;
+}
 
 /// Completes an async op. Completing it twice is [`crate::Error::AlreadyCompleted`];
 /// completing it in a fork child, where the op was lost, is
@@ -32,7 +42,7 @@ impl<P: Payload> CompletionToken<P> {
 
     /// Whether the op has completed (by this token or otherwise).
     pub fn is_completed(&self) -> bool {
-        self.op.is(crate::op::DONE)
+        self.op.is(OpStatus::Done)
     }
 
     /// The id of the op this token completes.
@@ -43,7 +53,7 @@ impl<P: Payload> CompletionToken<P> {
 
 impl<P: Payload> Drop for CompletionToken<P> {
     fn drop(&mut self) {
-        if self.op.is(crate::op::DONE) {
+        if self.op.is(OpStatus::Done) {
             return;
         }
         // Dropped while the op's own body unwinds from a panic: the worker

@@ -1,0 +1,110 @@
+//! Negative controls: deliberately broken variants of the engine, compiled
+//! only for the models (`--cfg loom`, `--cfg shuttle`). A model switches one
+//! on with [`set`] and checks that loom or shuttle catches the bug; the
+//! same scenario with every control off must pass.
+//!
+//! Every broken variant's code is here. Production files keep only a
+//! one-line hook, the crate's `control!` macro, which expands to nothing
+//! (or to `false`) outside model builds, so the code that ships has no
+//! trace of them.
+//!
+//! The switch is a thread-local of the test's OS thread: loom and shuttle
+//! run a model's threads as coroutines on that thread, so they all see it,
+//! and tests running in parallel do not see each other's.
+
+use crate::engine::Shared;
+use crate::gate::{ForkGate, Section, CLOSED};
+use crate::lifecycle::State;
+use crate::op::OpCell;
+use crate::op_info::Lane;
+use crate::sync::{AtomicUsize, Ordering};
+use crate::Payload;
+
+/// A broken variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// The seed's protocol: fork prepare waits for running host ops to
+    /// finish while the forking thread holds the host lock (breaks H2).
+    DrainingPrepare,
+    /// Completion forgets to wake `wait_for_var` and `wait_all` waiters.
+    LostNotify,
+    /// Push waits for a quiesce to end without releasing the host lock
+    /// (breaks H2).
+    PushWaitsForQuiesce,
+    /// The fork child runs inherited ops instead of completing them with
+    /// `LostInFork` (breaks I5).
+    ChildRerun,
+    /// A thread refused at a closed fork gate counts itself in for a moment
+    /// before backing out, so the OS can copy a count no thread of the
+    /// child will ever take back; the child's own fork then waits for ever
+    /// (breaks I5: the child works).
+    CountedRefusal,
+    /// A spare worker recalled to stand in for a blocked wait is counted
+    /// again but never woken: the op the wait needs stays queued for ever
+    /// (a lost wake-up in the pool's recall; breaks I2).
+    RecallWithoutWake,
+    /// A push from inside an op waits for room under the pending bound,
+    /// while its own op holds the last slot (breaks the bound rule: the
+    /// engine deadlocks on itself).
+    PushInsideOpWaits,
+}
+
+std::thread_local! {
+    static ACTIVE: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Switches `mutant` on (or every mutant off) for models run from this OS
+/// thread.
+pub fn set(mutant: Option<Mutant>) {
+    ACTIVE.with(|a| a.set(mutant));
+}
+
+/// Whether `mutant` is switched on.
+pub fn active(mutant: Mutant) -> bool {
+    ACTIVE.with(|a| a.get()) == Some(mutant)
+}
+
+/// (a) `DrainingPrepare`, the seed's protocol: fork prepare waits for the
+/// host lane's running ops without releasing the host lock.
+pub(crate) fn drain_host_lane<P: Payload>(shared: &Shared<P>) {
+    loop {
+        {
+            let mut ls = shared.lane(Lane::Host).lock();
+            if ls.running == 0 {
+                return;
+            }
+            ls.drain_waiters.push(crate::sync::current_thread());
+        }
+        crate::sync::park_until(&shared.clock, None);
+    }
+}
+
+/// (c) `PushWaitsForQuiesce`: wait until no quiesce holds, keeping the
+/// host lock.
+pub(crate) fn wait_for_resume<P: Payload>(shared: &Shared<P>) {
+    while matches!(shared.state(), State::Quiescing | State::Quiesced) {
+        crate::sync::spin_step(0);
+    }
+}
+
+/// (d) `ChildRerun`: the fork child runs an inherited op's body.
+pub(crate) fn rerun<P: Payload>(op: &OpCell<P>) {
+    // SAFETY: called only from the fork child's settle, on its only thread.
+    if let Some(payload) = unsafe { op.take_payload() } {
+        let _ = payload.run(None);
+    }
+}
+
+/// (e) `CountedRefusal`: count in, and back out if the gate was closed.
+pub(crate) fn counted_try_enter<'a>(
+    gate: &'a ForkGate,
+    word: &'a AtomicUsize,
+) -> Option<Section<'a>> {
+    let before = word.fetch_add(1, Ordering::Acquire);
+    if before & CLOSED == 0 {
+        return Some(Section { gate, word });
+    }
+    word.fetch_sub(1, Ordering::Release);
+    gate.wake();
+    None
+}
