@@ -49,7 +49,7 @@ pub enum Mutant {
     PushInsideOpWaits,
 }
 
-std::thread_local! {
+crate::sync::os_thread_local! {
     static ACTIVE: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
 }
 

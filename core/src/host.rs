@@ -101,3 +101,26 @@ pub(crate) fn with_host<R>(bridge: &dyn HostBridge, f: impl FnOnce() -> R) -> R 
         None => (f.take().expect("closure not yet run"))(),
     }
 }
+
+/// A shared bridge is a bridge: engines and tests hold one host through
+/// an `Arc`.
+impl<B: HostBridge + ?Sized> HostBridge for crate::sync::Arc<B> {
+    fn with_host_lock(&self, f: &mut dyn FnMut()) {
+        (**self).with_host_lock(f)
+    }
+    fn without_host_lock(&self, f: &mut dyn FnMut()) {
+        (**self).without_host_lock(f)
+    }
+    fn holds_host_lock(&self) -> bool {
+        (**self).holds_host_lock()
+    }
+    fn is_finalizing(&self) -> bool {
+        (**self).is_finalizing()
+    }
+    fn interrupt_requested(&self) -> bool {
+        (**self).interrupt_requested()
+    }
+    fn interrupt_poll(&self) -> Option<std::time::Duration> {
+        (**self).interrupt_poll()
+    }
+}

@@ -108,7 +108,6 @@ mod engine;
 mod epoch;
 mod error;
 mod gate;
-pub mod gil;
 pub mod global;
 mod host;
 pub mod lifecycle;

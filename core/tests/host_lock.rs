@@ -4,8 +4,8 @@
 //! full mutation run (FORK-SAFETY.md, "Mutation testing").
 
 use crate::support::wait_until;
-use forksafe_core::gil::{GilBridge, HostLock};
 use forksafe_core::HostBridge;
+use forksafe_testkit::{GilBridge, HostLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

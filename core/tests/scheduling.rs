@@ -5,8 +5,8 @@
 use crate::support::{
     engine_with, push_blocker, push_blocker_on, sets, spec as job, wait_until, Job,
 };
-use forksafe_core::gil::GilBridge;
 use forksafe_core::{Engine, Priority, STARVATION_LIMIT};
+use forksafe_testkit::GilBridge;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,7 +126,7 @@ fn no_host_op_runs_once_the_host_is_finalising() {
 
 /// Sets `flag` to whether the host lock was held when it was dropped.
 struct DropProbe {
-    gil: forksafe_core::sync::Arc<forksafe_core::gil::GilBridge>,
+    gil: forksafe_core::sync::Arc<forksafe_testkit::GilBridge>,
     dropped: Arc<std::sync::Mutex<Option<bool>>>,
 }
 

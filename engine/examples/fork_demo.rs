@@ -8,8 +8,8 @@
 //! `cargo run --release -p forksafe --example fork_demo` — exits non-zero
 //! if any step misbehaves.
 
-use forksafe::bridge::GilBridge;
 use forksafe::{Config, Engine, Error, Forked, OpErrorKind};
+use forksafe_testkit::GilBridge;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

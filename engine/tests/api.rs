@@ -1,7 +1,7 @@
 //! The public API on real threads (no fork here: see tests/fork.rs).
 
-use forksafe::bridge::GilBridge;
 use forksafe::{Config, Engine, Error, Lane, OpErrorKind, Priority, State};
+use forksafe_testkit::GilBridge;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

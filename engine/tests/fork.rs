@@ -10,8 +10,8 @@
 
 mod support;
 
-use forksafe::bridge::GilBridge;
 use forksafe::{Config, Engine, Forked, Lane};
+use forksafe_testkit::GilBridge;
 use nix::unistd::Pid;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

@@ -51,11 +51,7 @@ fn with_watchdog(
     limit: Duration,
     check: impl FnOnce() -> Result<String, String> + Send + 'static,
 ) -> Result<String, String> {
-    let scale: u32 = std::env::var("FORKSAFE_WATCHDOG_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let limit = forksafe_testkit::child::scaled(limit);
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name(format!("check-{name}"))
@@ -65,9 +61,9 @@ fn with_watchdog(
             let _ = tx.send(r);
         })
         .expect("start the check thread");
-    match rx.recv_timeout(limit * scale) {
+    match rx.recv_timeout(limit) {
         Ok(r) => r,
-        Err(_) => Err(format!("hung: no result after {:?}", limit * scale)),
+        Err(_) => Err(format!("hung: no result after {limit:?}")),
     }
 }
 

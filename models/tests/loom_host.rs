@@ -3,7 +3,7 @@
 //! the GIL — calls back into the engine without deadlock) and H2 (calls
 //! made while holding the GIL, including the fork prepare/parent steps,
 //! never wait for a host op without releasing it). The host lock is
-//! `forksafe_core::gil::GilBridge`, a GIL-like re-entrant lock. Exhaustive
+//! `forksafe_testkit::GilBridge`, a GIL-like re-entrant lock. Exhaustive
 //! up to the preemption bound (`LOOM_MAX_PREEMPTIONS`, default 2); see
 //! models/LOOM.md.
 

@@ -228,9 +228,9 @@ fn child_rerun() {
 /// The child world of `snap`: the inherited ops must not run, and the
 /// child can fork in its turn.
 fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
-    use forksafe_core::gil::GilBridge;
     use forksafe_core::sync::Arc as SArc;
     use forksafe_core::{Engine, ForkDomain};
+    use forksafe_testkit::GilBridge;
     let domain: &'static ForkDomain =
         Box::leak(Box::new(ForkDomain::with_epoch(w.domain.epoch() + 1)));
     let (engine, vars) = Engine::from_fork_snapshot(

@@ -11,10 +11,10 @@
 
 mod shuttle_common;
 
-use forksafe_core::gil::GilBridge;
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{Engine, Error, ForkDomain, ForkSnapshot, OpErrorKind};
 use forksafe_models::{Oracle, Probe};
+use forksafe_testkit::GilBridge;
 use shuttle_common::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -7,8 +7,8 @@
 use crate::forking::{exit_now, read_pipe, wait_child, write_fd};
 use crate::program::{fail_message, mix, panic_message, Mode, OpStmt, Outcome, Program, Stmt};
 use crate::reference::{Fate, Model, Predicted, RefKind, RefOp};
-use forksafe::bridge::GilBridge;
 use forksafe::{Config, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
+use forksafe_testkit::GilBridge;
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, panic_any, AssertUnwindSafe};

@@ -45,6 +45,13 @@ pub use loom_park::Thread;
 /// Declares a thread-local; checked by the model in model builds.
 pub use imp::thread_local;
 
+/// Model builds: a thread-local of the OS thread, which loom and shuttle do
+/// not model: every thread of a model (a coroutine on the test's OS thread)
+/// sees the value the test set before the model ran. For switches only
+/// (the negative controls, `crate::controls`).
+#[cfg(any(loom, shuttle))]
+pub use std::thread_local as os_thread_local;
+
 mod clock;
 pub use clock::{Clock, Instant};
 

@@ -2,101 +2,19 @@
 //! waiting for a child under a watchdog, and the checks every scenario
 //! makes on both sides of a fork.
 
-#![allow(dead_code)]
+// Each test binary uses a subset of these helpers.
+#![allow(dead_code, unused_imports)]
 
 use forksafe::{Engine, Error, Lane, OpErrorKind, Var};
-use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, getpid, ForkResult, Pid};
+pub use forksafe_testkit::child::{child_exit, fork_raw, say, wait_child};
+pub use forksafe_testkit::counters::{bump, counters, snapshot, Counters};
 use std::collections::BTreeSet;
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One counter per op: how many times its body ran.
-pub type Counters = Arc<Vec<AtomicU32>>;
-
-pub fn counters(n: usize) -> Counters {
-    Arc::new((0..n).map(|_| AtomicU32::new(0)).collect())
-}
-
-pub fn snapshot(c: &Counters) -> Vec<u32> {
-    c.iter().map(|x| x.load(Ordering::SeqCst)).collect()
-}
-
-/// Writes to stderr with one `write(2)`: no std lock, safe in a fork child.
-pub fn say(msg: &str) {
-    let b = msg.as_bytes();
-    // SAFETY: writes `b.len()` bytes from a live buffer to fd 2.
-    unsafe {
-        libc::write(2, b.as_ptr().cast(), b.len());
-    }
-}
 
 /// A panic hook that reports with `write(2)` only (std's stderr lock may be
 /// held by a vanished thread in a fork child).
 pub fn quiet_panics() {
-    std::panic::set_hook(Box::new(|info| {
-        say(&format!("    panic in pid {}: {info}\n", getpid()));
-    }));
-}
-
-/// Runs `f` as the body of a fork child and leaves with `_exit`: 0 if it
-/// returned `Ok` (its message reported unless empty), 1 on `Err`, 2 on
-/// panic.
-pub fn child_exit(f: impl FnOnce() -> Result<String, String>) -> ! {
-    let code = match std::panic::catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(msg)) => {
-            if !msg.is_empty() {
-                say(&format!("    child {}: {msg}\n", getpid()));
-            }
-            0
-        }
-        Ok(Err(e)) => {
-            say(&format!("    child {} FAILED: {e}\n", getpid()));
-            1
-        }
-        Err(_) => 2,
-    };
-    // SAFETY: ends the child without running the parent's exit hooks or
-    // destructors.
-    unsafe { libc::_exit(code) }
-}
-
-/// Forks with nix (a raw fork: forksafe's handlers run, nothing drains);
-/// the child runs `f` and exits.
-pub fn fork_raw(f: impl FnOnce() -> Result<String, String>) -> Result<Pid, String> {
-    // SAFETY: the child only runs `f`, reports with write(2) and leaves
-    // with _exit (this binary has no libtest threads).
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => child_exit(f),
-        Ok(ForkResult::Parent { child }) => Ok(child),
-        Err(e) => Err(format!("fork failed: {e}")),
-    }
-}
-
-/// Waits for `pid` under a watchdog: kills it and fails after `limit`.
-pub fn wait_child(pid: Pid, limit: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + limit;
-    let mut nap = Duration::from_micros(50);
-    loop {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => {
-                if Instant::now() > deadline {
-                    let _ = kill(pid, Signal::SIGKILL);
-                    let _ = waitpid(pid, None);
-                    return Err(format!("child {pid} hung: killed after {limit:?}"));
-                }
-                std::thread::sleep(nap);
-                nap = (nap * 2).min(Duration::from_millis(5));
-            }
-            Ok(WaitStatus::Exited(_, 0)) => return Ok(()),
-            Ok(WaitStatus::Exited(_, code)) => return Err(format!("child {pid} exited {code}")),
-            Ok(other) => return Err(format!("child {pid}: {other:?}")),
-            Err(e) => return Err(format!("waitpid {pid}: {e}")),
-        }
-    }
+    forksafe_testkit::child::quiet_panics(None);
 }
 
 /// Pushes ops `range`, named `op{i}`, op i writing `vars[i % len]`; each
@@ -120,7 +38,7 @@ pub fn push_counted(
                 while t.elapsed() < spin {
                     std::hint::spin_loop();
                 }
-                c[i].fetch_add(1, Ordering::SeqCst);
+                bump(&c, i);
             })
             .map_err(|e| format!("push op{i}: {e}"))?;
     }

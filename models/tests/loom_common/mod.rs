@@ -17,13 +17,13 @@
 
 #![allow(dead_code)]
 
-use forksafe_core::gil::GilBridge;
 use forksafe_core::sync::Arc as LArc;
 use forksafe_core::{
     CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpErrorKind, OpSpec,
     Payload, State, Var,
 };
 use forksafe_models::{Effect, Oracle, Probe, Step};
+use forksafe_testkit::GilBridge;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

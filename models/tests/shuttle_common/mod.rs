@@ -15,12 +15,12 @@
 
 #![allow(dead_code)]
 
-use forksafe_core::gil::GilBridge;
 use forksafe_core::sync::Arc as SArc;
 use forksafe_core::{
     CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpError, OpSpec, Payload, Var,
 };
 use forksafe_models::{mix, Oracle, Probe, Step};
+use forksafe_testkit::GilBridge;
 use shuttle::rand::{thread_rng, Rng};
 use std::cell::RefCell;
 use std::collections::BTreeSet;

@@ -5,10 +5,10 @@
 //! is still held by the forking thread in a fork child (its owner is a
 //! thread id, copied with the memory).
 
-use crate::host::HostBridge;
-use crate::sync::{
+use forksafe_core::sync::{
     current_thread, park_until, AtomicBool, AtomicUsize, Clock, Mutex, Ordering, Thread, ThreadId,
 };
+use forksafe_core::HostBridge;
 
 /// The GIL-like lock. Waiting threads park; a release wakes them.
 #[derive(Debug)]
@@ -124,7 +124,7 @@ impl HostLock {
 /// of host calls made after finalisation began (which must stay 0, I8).
 ///
 /// ```
-/// use forksafe_core::gil::GilBridge;
+/// use forksafe_testkit::GilBridge;
 /// use forksafe_core::HostBridge;
 /// let gil = GilBridge::new();
 /// gil.lock().acquire();
@@ -191,26 +191,5 @@ impl HostBridge for GilBridge {
 
     fn is_finalizing(&self) -> bool {
         self.finalizing.load(Ordering::SeqCst)
-    }
-}
-
-impl<B: HostBridge + ?Sized> HostBridge for crate::sync::Arc<B> {
-    fn with_host_lock(&self, f: &mut dyn FnMut()) {
-        (**self).with_host_lock(f)
-    }
-    fn without_host_lock(&self, f: &mut dyn FnMut()) {
-        (**self).without_host_lock(f)
-    }
-    fn holds_host_lock(&self) -> bool {
-        (**self).holds_host_lock()
-    }
-    fn is_finalizing(&self) -> bool {
-        (**self).is_finalizing()
-    }
-    fn interrupt_requested(&self) -> bool {
-        (**self).interrupt_requested()
-    }
-    fn interrupt_poll(&self) -> Option<std::time::Duration> {
-        (**self).interrupt_poll()
     }
 }
