@@ -96,7 +96,7 @@ check_doc() {
         local file="$root/$path"
         case "$path" in
         */tests/*/*)
-            # A shared harness module (tests/loom_common/mod.rs, ...): any item.
+            # A shared harness module (tests/common/mod.rs, ...): any item.
             if ! defined_in "$last" "$file"; then
                 echo "MISSING ITEM: $ref ('$last' is not defined in $path)" >&2
                 bad=$((bad + 1))
@@ -174,8 +174,8 @@ real fork `engine/tests/fork.rs::host_pending_gil_held`, file `README.md`, mutan
     expect fail item-in-wrong-file 'See `core/src/lifecycle.rs::ForkGate::close`.'
     expect fail missing-test 'Model `models/tests/loom_fork.rs::no_such_model`.'
     expect fail helper-is-not-a-test 'Model `models/tests/loom_fork.rs::parent_world`.'
-    expect pass harness-item 'Harness `models/tests/loom_common/mod.rs::check_child_inherited`.'
-    expect fail missing-harness-item 'Harness `models/tests/loom_common/mod.rs::no_such_helper`.'
+    expect pass harness-item 'Harness `models/tests/common/with_loom.rs::check_child_inherited`.'
+    expect fail missing-harness-item 'Harness `models/tests/common/mod.rs::no_such_helper`.'
     expect fail missing-scenario 'Real fork `engine/tests/fork.rs::no_such_scenario`.'
     expect fail missing-md 'See `NO-SUCH-DOC.md`.'
     expect fail no-refs 'No references here at all.'

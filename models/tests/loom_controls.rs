@@ -13,12 +13,12 @@
 
 #![cfg(loom)]
 
-mod loom_common;
+mod common;
 mod pool_common;
 
+use common::*;
 use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, Lane, State};
-use loom_common::*;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// to drain. Threads: main (GIL) + 1 host.
 fn draining_prepare() {
     check("draining_prepare", || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         w.gil.lock().acquire();
         w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
         w.domain.prepare();
@@ -44,7 +44,7 @@ fn draining_prepare() {
 /// parks for ever. Threads: main + 1 compute.
 fn lost_notify() {
     check("lost_notify", || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
         w.engine.wait_for_var(&w.vars[0]).unwrap();
         w.engine.wait_all().unwrap();
@@ -65,7 +65,7 @@ fn lost_notify() {
 /// preemption at all, and bound 1 keeps the sound twin small.
 fn push_waits_for_quiesce() {
     check("push_waits_for_quiesce", || {
-        let w = Arc::new(World::new(2));
+        let w = Arc::new(World::new(config(1, 1, None), 2));
         w.gil.lock().acquire();
         w.push(&sync(step(1, &[], &[0]), Lane::Host)).unwrap();
         while !w.gil.lock().contended() {
@@ -102,8 +102,8 @@ fn child_rerun() {
     check_with("child_rerun_parent", b, move || {
         // The parent world runs sound; only the child is broken.
         mutant::set(None);
-        let w = World::new(1);
-        let p = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff);
+        let w = World::new(config(1, 1, None), 1);
+        let p = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff(0));
         let id = w.push(&p).unwrap();
         w.domain.prepare();
         let snap = w.engine.fork_snapshot(&w.vars).unwrap();
@@ -118,7 +118,6 @@ fn child_rerun() {
         check(&format!("child_rerun_child[{i}]"), move || {
             let w = child_world(0, &snap);
             check_child_inherited(&w, &snap, &pushed);
-            set_child_oracle(None);
             w.engine.shutdown(LONG).unwrap();
         });
     }
@@ -133,7 +132,7 @@ fn counted_refusal() {
     let snaps = Snapshots::default();
     let s = snaps.clone();
     check("counted_refusal_parent", move || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         let p = sync(step(1, &[], &[0]), Lane::Compute);
         let id = w.push(&p).unwrap();
         w.domain.prepare();
@@ -148,7 +147,6 @@ fn counted_refusal() {
             let w = child_world(0, &snap);
             check_child_inherited(&w, &snap, &pushed);
             fork_again(&w);
-            set_child_oracle(None);
             w.engine.shutdown(LONG).unwrap();
         });
     }
@@ -347,7 +345,7 @@ fn sound_push_inside_op_waits() {
 #[test]
 fn sound_fork_window_refuses_forker() {
     check("fork_window_refuses_forker", || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         w.domain.prepare();
         assert_eq!(w.engine.new_var().map(|_| ()), Err(Error::ForkInProgress));
         w.domain.parent();

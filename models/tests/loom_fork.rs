@@ -14,11 +14,11 @@
 
 #![cfg(loom)]
 
-mod loom_common;
+mod common;
 
+use common::*;
 use forksafe_core::{Error, ForkSnapshot, Lane};
 use forksafe_models::{serial, Step};
-use loom_common::*;
 
 /// The parent world: a sync op, and an async op depending on it whose
 /// token main completes only after the fork (so at least one op is always
@@ -27,10 +27,10 @@ use loom_common::*;
 /// exactly once with serial results; between prepare and parent the
 /// forking thread's calls get `ForkInProgress`.
 fn parent_world(snaps: &Snapshots, lane: Lane) {
-    let w = World::new(2);
+    let w = World::new(config(1, 1, None), 2);
     let prog = [
         sync(step(1, &[], &[0]), lane),
-        asynchronous(step(2, &[0], &[1]), Lane::Compute, Mode::Handoff),
+        asynchronous(step(2, &[0], &[1]), Lane::Compute, Mode::Handoff(0)),
     ];
     let pushed: Vec<_> = prog
         .iter()
@@ -105,7 +105,6 @@ fn fork_models(name: &str, lane: Lane) {
     for (i, (snap, pushed)) in all.into_iter().enumerate() {
         let e = check(&format!("{name}_child[{i}]"), move || {
             child_world_check(&snap, &pushed);
-            set_child_oracle(None);
         });
         total += e.iterations;
         secs += e.secs;

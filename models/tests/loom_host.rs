@@ -9,11 +9,11 @@
 
 #![cfg(loom)]
 
-mod loom_common;
+mod common;
 
+use common::*;
 use forksafe_core::{Error, Lane, State};
 use forksafe_models::serial;
-use loom_common::*;
 use std::sync::Arc;
 
 /// I4: a thread holding the GIL pushes host ops (which need the GIL to
@@ -23,7 +23,7 @@ use std::sync::Arc;
 #[test]
 fn i4_gil_holder() {
     check("i4_gil_holder", || {
-        let w = World::new(2);
+        let w = World::new(config(1, 1, None), 2);
         w.gil.lock().acquire();
         let a = sync(step(1, &[], &[0]), Lane::Host);
         let b = sync(step(2, &[0], &[1]), Lane::Host);
@@ -57,7 +57,7 @@ fn i4_gil_holder() {
 #[test]
 fn h1_host_callback() {
     check("h1_host_callback", || {
-        let w = Arc::new(World::new(3));
+        let w = Arc::new(World::new(config(1, 1, None), 3));
         let a = sync(step(1, &[], &[1]), Lane::Compute);
         w.push(&a).unwrap();
         let mut b = sync(step(2, &[], &[0]), Lane::Host);
@@ -86,7 +86,7 @@ fn h1_host_callback() {
 #[test]
 fn h2_gil_holder_fork_steps() {
     check("h2_gil_holder_fork_steps", || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         w.gil.lock().acquire();
         let a = sync(step(1, &[], &[0]), Lane::Host);
         w.push(&a).unwrap();

@@ -5,11 +5,11 @@
 
 #![cfg(loom)]
 
-mod loom_common;
+mod common;
 
+use common::*;
 use forksafe_core::{Error, Lane, OpErrorKind, State};
 use forksafe_models::serial;
-use loom_common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use std::sync::Arc;
 #[test]
 fn i1_order() {
     check("i1_order", || {
-        let w = World::new(3);
+        let w = World::new(config(1, 1, None), 3);
         let prog = [
             sync(step(1, &[], &[0]), Lane::Compute),
             sync(step(2, &[0], &[1]), Lane::Host),
@@ -49,7 +49,7 @@ fn i1_order() {
 #[test]
 fn i1_two_pushers() {
     check("i1_two_pushers", || {
-        let w = Arc::new(World::new(2));
+        let w = Arc::new(World::new(config(1, 1, None), 2));
         let t = {
             let w = w.clone();
             loom::thread::spawn(move || {
@@ -87,8 +87,8 @@ fn i1_two_pushers() {
 #[test]
 fn i2_token_from_another_thread() {
     check("i2_token_from_another_thread", || {
-        let w = World::new(2);
-        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff);
+        let w = World::new(config(1, 1, None), 2);
+        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff(0));
         let b = sync(step(2, &[0], &[1]), Lane::Compute);
         let slot = a.slot.clone().unwrap();
         w.push(&a).unwrap();
@@ -123,7 +123,7 @@ fn i2_token_from_another_thread() {
 #[test]
 fn i2_dropped_token() {
     check("i2_dropped_token", || {
-        let w = World::new(2);
+        let w = World::new(config(1, 1, None), 2);
         w.push(&asynchronous(
             step(1, &[], &[0]),
             Lane::Compute,
@@ -152,7 +152,7 @@ fn i2_dropped_token() {
 #[test]
 fn i2_two_waiters() {
     check("i2_two_waiters", || {
-        let w = Arc::new(World::new(2));
+        let w = Arc::new(World::new(config(1, 1, None), 2));
         w.push(&asynchronous(
             step(1, &[], &[0]),
             Lane::Compute,
@@ -182,7 +182,7 @@ fn i2_two_waiters() {
 #[test]
 fn i3_quiesce() {
     check("i3_quiesce", || {
-        let w = Arc::new(World::new(2));
+        let w = Arc::new(World::new(config(1, 1, None), 2));
         let a = sync(step(1, &[], &[0]), Lane::Compute);
         let b = sync(step(2, &[0], &[1]), Lane::Compute);
         let mut pushed = vec![(w.push(&a).unwrap(), a.step.clone())];
@@ -228,8 +228,8 @@ fn i3_quiesce_deadline() {
 
 fn quiesce_deadline(name: &str, strict: bool) {
     check(name, move || {
-        let w = Arc::new(World::new(1));
-        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff);
+        let w = Arc::new(World::new(config(1, 1, None), 1));
+        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff(0));
         let slot = a.slot.clone().unwrap();
         let id = w.push(&a).unwrap();
         let done = Arc::new(AtomicBool::new(false));
@@ -269,7 +269,7 @@ fn quiesce_deadline(name: &str, strict: bool) {
 #[test]
 fn i7_errors() {
     check("i7_errors", || {
-        let w = World::new(3);
+        let w = World::new(config(1, 1, None), 3);
         w.push(&sync(failing(1, &[], &[0]), Lane::Compute)).unwrap();
         w.push(&sync(step(2, &[0], &[1]), Lane::Host)).unwrap();
         let mut roe = sync(step(3, &[0], &[2]), Lane::Compute);
@@ -301,7 +301,7 @@ fn i7_errors() {
 #[test]
 fn i7_clear_poison() {
     check("i7_clear_poison", || {
-        let w = World::new(1);
+        let w = World::new(config(1, 1, None), 1);
         w.push(&sync(failing(1, &[], &[0]), Lane::Compute)).unwrap();
         w.engine.clear_poison(&w.vars[0]).unwrap();
         w.push(&sync(step(2, &[], &[0]), Lane::Compute)).unwrap();
@@ -319,7 +319,7 @@ fn i7_clear_poison() {
 #[test]
 fn i7_two_wait_all() {
     check("i7_two_wait_all", || {
-        let w = Arc::new(World::new(2));
+        let w = Arc::new(World::new(config(1, 1, None), 2));
         w.push(&sync(failing(1, &[], &[0]), Lane::Compute)).unwrap();
         w.push(&sync(failing(2, &[], &[1]), Lane::Compute)).unwrap();
         let waiter = {
@@ -342,8 +342,8 @@ fn i7_two_wait_all() {
 /// with the host finalising, the bridge is never called again and pushes
 /// get `ShutDown`.
 fn shutdown_scenario(gil: bool) {
-    let w = Arc::new(World::new(1));
-    let host = asynchronous(step(1, &[], &[0]), Lane::Host, Mode::Handoff);
+    let w = Arc::new(World::new(config(1, 1, None), 1));
+    let host = asynchronous(step(1, &[], &[0]), Lane::Host, Mode::Handoff(0));
     let slot = host.slot.clone().unwrap();
     let host_id = w.push(&host).unwrap();
     let queued_id = w.push(&sync(step(2, &[], &[0]), Lane::Compute)).unwrap();
@@ -421,8 +421,8 @@ fn i8_shutdown_gil_held() {
 #[test]
 fn i8_finalizing() {
     check("i8_finalizing", || {
-        let w = World::new(2);
-        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff);
+        let w = World::new(config(1, 1, None), 2);
+        let a = asynchronous(step(1, &[], &[0]), Lane::Compute, Mode::Handoff(0));
         let slot = a.slot.clone().unwrap();
         w.push(&a).unwrap();
         w.push(&sync(step(2, &[0], &[1]), Lane::Host)).unwrap();

@@ -6,10 +6,10 @@
 
 #![cfg(loom)]
 
-mod loom_common;
+mod common;
 mod pool_common;
 
-use loom_common::*;
+use common::*;
 
 /// One round: start a stand-in for a wait inside an op, retire it as a
 /// spare, shut down. Threads: main + worker + stand-in.

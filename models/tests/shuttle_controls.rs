@@ -8,15 +8,15 @@
 
 #![cfg(shuttle)]
 
+mod common;
 mod pool_common;
-mod shuttle_common;
 
+use common::*;
 use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, ForkSnapshot, Lane};
 use forksafe_models::Step;
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, MaxSteps, Runner};
-use shuttle_common::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +92,8 @@ fn op(label: u32, reads: &[usize], writes: &[usize], mode: Mode, lane: Lane) -> 
         lane,
         run_on_error: false,
         clear: false,
+        slot: None,
+        call: None,
     }
 }
 

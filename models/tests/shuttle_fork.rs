@@ -9,13 +9,10 @@
 
 #![cfg(shuttle)]
 
-mod shuttle_common;
+mod common;
 
-use forksafe_core::sync::Arc as SArc;
-use forksafe_core::{Engine, Error, ForkDomain, ForkSnapshot, OpErrorKind};
-use forksafe_models::{Oracle, Probe};
-use forksafe_testkit::GilBridge;
-use shuttle_common::*;
+use common::*;
+use forksafe_core::{Error, ForkSnapshot, OpErrorKind};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -104,16 +101,10 @@ fn i5_i6_fork() {
 
 /// Builds and checks the child world of `snap`, taken in parent world `w`.
 pub fn child_world(w: &World, snap: &ForkSnapshot<Job>, parent_pushed: &[(u64, Op)]) {
-    let domain: &'static ForkDomain =
-        Box::leak(Box::new(ForkDomain::with_epoch(w.domain.epoch() + 1)));
-    let gil = SArc::new(GilBridge::new());
-    let (engine, vars) =
-        Engine::from_fork_snapshot(domain, config(2, 1, None), Box::new(gil.clone()), snap)
-            .unwrap();
-    let oracle = Oracle::new(NV);
     // This thread drives the child: a body it ran (an inherited op re-run
     // by a broken child) would show in the child's oracle.
-    enter_child_world(&oracle);
+    let cw = World::child(w.domain.epoch(), config(2, 1, None), snap);
+    let (engine, oracle, vars, domain) = (&cw.engine, &cw.oracle, &cw.vars, cw.domain);
     let report = engine
         .fork_report()
         .unwrap()
@@ -156,28 +147,16 @@ pub fn child_world(w: &World, snap: &ForkSnapshot<Job>, parent_pushed: &[(u64, O
         "wait_all in the child reports each lost op once (I5)"
     );
 
-    let cw = Arc::new(World {
-        engine,
-        gil,
-        oracle,
-        vars,
-        domain,
-        mail: None,
-        probe: Probe::default(),
-    });
+    let cw = Arc::new(cw);
     let pushed: Pushed = Arc::default();
     for v in 0..NV {
         let clear = Op {
-            step: forksafe_models::Step {
-                label: 700 + v as u32,
-                reads: vec![],
-                writes: vec![v],
-                fail: false,
-            },
-            mode: Mode::Sync,
-            lane: forksafe_core::Lane::Compute,
             run_on_error: true,
             clear: true,
+            ..sync(
+                step(700 + v as u32, &[], &[v]),
+                forksafe_core::Lane::Compute,
+            )
         };
         let id = cw.push(&clear).unwrap();
         pushed.lock().unwrap().push((id, clear));
@@ -235,18 +214,7 @@ fn i5_i6_fork_pct() {
 /// the engine is still shutting down (I3 across engines, I8).
 fn drain_races_shutdown() {
     let w = Arc::new(World::new(config(1, 1, None), 1));
-    let queued = Op {
-        step: forksafe_models::Step {
-            label: 1,
-            reads: vec![],
-            writes: vec![0],
-            fail: false,
-        },
-        mode: Mode::Sync,
-        lane: forksafe_core::Lane::Compute,
-        run_on_error: false,
-        clear: false,
-    };
+    let queued = sync(step(1, &[], &[0]), forksafe_core::Lane::Compute);
     w.push(&queued).unwrap();
     let stopper = {
         let w = w.clone();

@@ -9,11 +9,11 @@
 
 #![cfg(shuttle)]
 
-mod shuttle_common;
+mod common;
 
+use common::*;
 use forksafe_core::{Error, Lane, OpErrorKind};
 use forksafe_models::Step;
-use shuttle_common::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -167,6 +167,8 @@ fn h1_callbacks() {
                         lane: Lane::Compute,
                         run_on_error: false,
                         clear: false,
+                        slot: None,
+                        call: None,
                     };
                     let target = below(NV);
                     let own_write = op.step.writes.contains(&target);

@@ -7,11 +7,11 @@
 
 #![cfg(shuttle)]
 
-mod shuttle_common;
+mod common;
 
+use common::*;
 use forksafe_core::{Error, Lane, State};
 use forksafe_models::Step;
-use shuttle_common::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -165,6 +165,8 @@ fn i2_small() {
         lane,
         run_on_error: true,
         clear: false,
+        slot: None,
+        call: None,
     };
     let prog = vec![
         op(step(1, &[], &[0]), Mode::Sync, Lane::Host),
@@ -399,6 +401,8 @@ fn deadlines() {
         },
         run_on_error: false,
         clear: false,
+        slot: None,
+        call: None,
     };
     let mut job = w.job(&op);
     let (r, s) = (release.clone(), started.clone());

@@ -5,10 +5,10 @@
 
 #![cfg(shuttle)]
 
+mod common;
 mod pool_common;
-mod shuttle_common;
 
-use shuttle_common::*;
+use common::*;
 
 fn two_rounds() {
     pool_common::stand_in_rounds(2);

@@ -1,28 +1,21 @@
-//! Shared harness of the shuttle models (models/SHUTTLE.md).
+//! The shuttle half of the models' harness (models/SHUTTLE.md).
 //!
 //! - [`model`] runs one model under the random, PCT (depth 3) or DFS
 //!   scheduler, `FORKSAFE_SHUTTLE_ITERS` times (default per model), or, when
 //!   `FORKSAFE_REPLAY=<schedule>` is set, replays that schedule once. On a
 //!   failure shuttle prints the encoded schedule and this harness prints the
 //!   command that replays it.
-//! - [`Job`] is the op payload: an [`Effect`] of `forksafe-models` run in one
-//!   of several [`Mode`]s (sync, async completed in the body, async handed
-//!   to a completer thread, async whose token is dropped), with an optional
-//!   in-body probe (I3) and an optional callback into the engine (H1).
+//! - Completer threads a world hands async tokens to
+//!   ([`World::start_completers`]).
 //! - [`gen_program`] draws random programs from `shuttle::rand`, so a replayed
 //!   schedule replays the program too; [`expect`] is the serial reference in
-//!   push order, with poison (I7) and `clear_poison`.
+//!   push order, with poison (I7) and `clear_poison`; [`check_world`] checks
+//!   a quiet world against it.
 
-#![allow(dead_code)]
-
-use forksafe_core::sync::Arc as SArc;
-use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpError, OpSpec, Payload, Var,
-};
-use forksafe_models::{mix, Oracle, Probe, Step};
-use forksafe_testkit::GilBridge;
+use super::{label_of, Handed, Mode, Op, Step, World};
+use forksafe_core::{Error, Lane, OpError};
+use forksafe_models::mix;
 use shuttle::rand::{thread_rng, Rng};
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -135,110 +128,6 @@ where
     );
 }
 
-/// How a [`Job`] completes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// A sync op.
-    Sync,
-    /// Async; the body completes its token.
-    Async,
-    /// Async; the body hands its token to completer thread `i`.
-    Handoff(usize),
-    /// Async; the body drops its token unfinished (TokenDropped, I2).
-    DropToken,
-}
-
-impl Mode {
-    fn is_async(self) -> bool {
-        self != Mode::Sync
-    }
-}
-
-/// A token handed to a completer thread, with the result to complete with.
-pub type Handed = (CompletionToken<Job>, Result<(), String>);
-
-/// Senders to the completer threads.
-pub type Mailboxes = SArc<Vec<shuttle::sync::Mutex<shuttle::sync::mpsc::Sender<Handed>>>>;
-
-/// A callback a body runs (into the engine, H1).
-pub type Callback = Arc<dyn Fn() + Send + Sync>;
-
-/// The op payload of the shuttle models.
-#[derive(Clone)]
-pub struct Job {
-    /// What the body does to the oracle.
-    pub step: Step,
-    /// How it completes.
-    pub mode: Mode,
-    /// The oracle of the world the op was pushed in.
-    pub home: Oracle,
-    /// Completer threads, for [`Mode::Handoff`].
-    pub mail: Option<Mailboxes>,
-    /// In-body counter.
-    pub probe: Option<Probe>,
-    /// Run at the start of the body.
-    pub call: Option<Callback>,
-}
-
-shuttle::thread_local! {
-    /// Set on the threads that drive a fork child world: a body run there
-    /// (only ever by a broken child that re-runs an inherited op) acts on
-    /// the child world's oracle, where the model sees it.
-    static CHILD_ORACLE: RefCell<Option<Oracle>> = const { RefCell::new(None) };
-}
-
-/// Marks the calling model thread as a driver of the child world `oracle`.
-pub fn enter_child_world(oracle: &Oracle) {
-    CHILD_ORACLE.with(|c| *c.borrow_mut() = Some(oracle.clone()));
-}
-
-impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        if let Some(p) = &self.probe {
-            p.enter();
-        }
-        if let Some(call) = &self.call {
-            call();
-        }
-        let oracle = CHILD_ORACLE
-            .with(|c| c.borrow().clone())
-            .unwrap_or_else(|| self.home.clone());
-        let result = oracle.effect(self.step.clone()).run(None);
-        if let Some(p) = &self.probe {
-            p.leave();
-        }
-        match (self.mode, token) {
-            (_, None) => result,
-            (Mode::Sync | Mode::Async, Some(t)) => t.complete(result).map_err(|e| e.to_string()),
-            (Mode::Handoff(i), Some(t)) => {
-                let mail = self.mail.as_ref().expect("handoff op without mailboxes");
-                let tx = mail[i % mail.len()].lock().unwrap().clone();
-                tx.send((t, result)).expect("completer gone");
-                Ok(())
-            }
-            (Mode::DropToken, Some(t)) => {
-                drop(t);
-                Ok(())
-            }
-        }
-    }
-}
-
-/// One op of a program.
-#[derive(Debug, Clone)]
-pub struct Op {
-    /// Label, reads, writes, fail.
-    pub step: Step,
-    /// Completion mode.
-    pub mode: Mode,
-    /// Lane.
-    pub lane: Lane,
-    /// Runs even on poisoned vars.
-    pub run_on_error: bool,
-    /// A `clear_poison` of `step.writes[0]` instead of a body.
-    pub clear: bool,
-}
-
 /// Percentages of the op kinds [`gen_program`] draws.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mix {
@@ -272,17 +161,16 @@ pub fn gen_program(first: u32, n: usize, nvars: usize, m: Mix) -> Vec<Op> {
         .map(|i| {
             let label = first + i as u32;
             if pct(&mut rng, m.clear) {
+                let step = Step {
+                    label,
+                    reads: vec![],
+                    writes: vec![rng.gen_range(0..nvars)],
+                    fail: false,
+                };
                 return Op {
-                    step: Step {
-                        label,
-                        reads: vec![],
-                        writes: vec![rng.gen_range(0..nvars)],
-                        fail: false,
-                    },
-                    mode: Mode::Sync,
-                    lane: Lane::Compute,
                     run_on_error: true,
                     clear: true,
+                    ..Op::new(step, Mode::Sync, Lane::Compute)
                 };
             }
             let mut vars: Vec<usize> = (0..nvars).collect();
@@ -303,84 +191,26 @@ pub fn gen_program(first: u32, n: usize, nvars: usize, m: Mix) -> Vec<Op> {
             } else {
                 Mode::Sync
             };
+            let step = Step {
+                label,
+                reads,
+                writes,
+                fail: pct(&mut rng, m.fail),
+            };
+            let lane = if pct(&mut rng, m.host) {
+                Lane::Host
+            } else {
+                Lane::Compute
+            };
             Op {
-                step: Step {
-                    label,
-                    reads,
-                    writes,
-                    fail: pct(&mut rng, m.fail),
-                },
-                mode,
-                lane: if pct(&mut rng, m.host) {
-                    Lane::Host
-                } else {
-                    Lane::Compute
-                },
                 run_on_error: pct(&mut rng, m.run_on_error),
-                clear: false,
+                ..Op::new(step, mode, lane)
             }
         })
         .collect()
 }
 
-/// The engine name of an op labelled `label`.
-pub fn op_name(label: u32) -> String {
-    format!("op{label}")
-}
-
-/// The label of an op named by [`op_name`].
-pub fn label_of(name: &str) -> Option<u32> {
-    name.strip_prefix("op")?.parse().ok()
-}
-
-/// One model world: engine, host lock, oracle, vars, completer mailboxes.
-pub struct World {
-    /// The engine.
-    pub engine: Engine<Job>,
-    /// Its host bridge (a GIL).
-    pub gil: SArc<GilBridge>,
-    /// What the bodies did.
-    pub oracle: Oracle,
-    /// The vars, slot i = var i.
-    pub vars: Vec<Var<Job>>,
-    /// The domain the engine lives in.
-    pub domain: &'static ForkDomain,
-    /// Senders to completer threads.
-    pub mail: Option<Mailboxes>,
-    /// In-body counter.
-    pub probe: Probe,
-}
-
-/// Sizing of a [`World`].
-pub fn config(compute: usize, host: usize, max_pending: Option<usize>) -> Config {
-    Config {
-        compute_workers: compute,
-        host_workers: host,
-        max_pending,
-        thread_name: "m".into(),
-        worker_stack_size: None,
-        max_stand_ins: forksafe_core::DEFAULT_MAX_STAND_INS,
-    }
-}
-
 impl World {
-    /// A world with a fresh domain, a GIL bridge and `nvars` vars.
-    pub fn new(config: Config, nvars: usize) -> World {
-        let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-        let gil = SArc::new(GilBridge::new());
-        let engine = Engine::with_bridge(domain, config, Box::new(gil.clone())).unwrap();
-        let vars = (0..nvars).map(|_| engine.new_var().unwrap()).collect();
-        World {
-            engine,
-            gil,
-            oracle: Oracle::new(nvars),
-            vars,
-            domain,
-            mail: None,
-            probe: Probe::default(),
-        }
-    }
-
     /// Starts `n` completer threads; each completes `counts[i]` handed
     /// tokens (and checks a second completion is refused, I2).
     pub fn start_completers(&mut self, counts: &[usize]) -> Vec<shuttle::thread::JoinHandle<()>> {
@@ -401,56 +231,12 @@ impl World {
                 }
             }));
         }
-        self.mail = Some(SArc::new(senders));
+        let senders = Arc::new(senders);
+        self.hand_off = Some(Arc::new(move |i, handed| {
+            let tx = senders[i % senders.len()].lock().unwrap().clone();
+            tx.send(handed).expect("completer gone");
+        }));
         handles
-    }
-
-    /// The payload of `op` in this world.
-    pub fn job(&self, op: &Op) -> Job {
-        Job {
-            step: op.step.clone(),
-            mode: op.mode,
-            home: self.oracle.clone(),
-            mail: self.mail.clone(),
-            probe: Some(self.probe.clone()),
-            call: None,
-        }
-    }
-
-    /// Pushes `op` (with payload `job`); returns its id.
-    pub fn push_job(&self, op: &Op, job: Job) -> forksafe_core::Result<u64> {
-        if op.clear {
-            return self.engine.clear_poison(&self.vars[op.step.writes[0]]);
-        }
-        let reads: Vec<_> = op
-            .step
-            .reads
-            .iter()
-            .map(|&i| self.vars[i].clone())
-            .collect();
-        let writes: Vec<_> = op
-            .step
-            .writes
-            .iter()
-            .map(|&i| self.vars[i].clone())
-            .collect();
-        let mut spec = OpSpec::new(job)
-            .name(op_name(op.step.label))
-            .lane(op.lane)
-            .reads(&reads)
-            .writes(&writes);
-        if op.mode.is_async() {
-            spec = spec.asynchronous();
-        }
-        if op.run_on_error {
-            spec = spec.run_on_error();
-        }
-        self.engine.push(spec)
-    }
-
-    /// Pushes `op` with [`World::job`].
-    pub fn push(&self, op: &Op) -> forksafe_core::Result<u64> {
-        self.push_job(op, self.job(op))
     }
 }
 
@@ -522,15 +308,6 @@ pub fn expect(nslots: usize, ops: &[&Op]) -> Expect {
         ran,
         raised,
         poison,
-    }
-}
-
-/// Labels named by the errors of a `wait_all` result (`OpsFailed`).
-pub fn failed_labels(r: &forksafe_core::Result<()>) -> Vec<u32> {
-    match r {
-        Ok(()) => vec![],
-        Err(Error::OpsFailed(es)) => es.iter().filter_map(|e| label_of(&e.op().name)).collect(),
-        Err(e) => panic!("wait_all returned {e:?}"),
     }
 }
 

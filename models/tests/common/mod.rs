@@ -1,0 +1,413 @@
+//! The harness every loom and shuttle model shares (models/LOOM.md,
+//! models/SHUTTLE.md), written once: this file is checker-neutral, and
+//! `with_loom.rs` / `with_shuttle.rs` add what only one checker has (its
+//! runner and the helpers built on its primitives).
+//!
+//! - [`Job`] is the op payload: an [`Effect`] of `forksafe-models` run in
+//!   one of several [`Mode`]s (sync, async completed in the body, async
+//!   handed to another thread, async whose token is dropped), with an
+//!   optional in-body probe (I3) and an optional callback into the engine
+//!   (H1).
+//! - [`Op`] is one op of a model's program; [`World`] is one engine with a
+//!   GIL-like host bridge, an oracle and its vars, that pushes [`Op`]s;
+//!   [`World::child`] rebuilds a fork child's world from a snapshot.
+//!
+//! Everything a payload holds is plain std data (the oracle, the probe, the
+//! hand-off), so a payload copied into a [`ForkSnapshot`] can outlive the
+//! execution that made it: loom's child models run later, as models of
+//! their own.
+
+#![allow(dead_code)]
+
+#[cfg(loom)]
+mod with_loom;
+#[cfg(loom)]
+pub use with_loom::*;
+#[cfg(shuttle)]
+mod with_shuttle;
+#[cfg(shuttle)]
+pub use with_shuttle::*;
+
+use forksafe_core::sync::Arc as FArc;
+use forksafe_core::{
+    CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec, Payload, Var,
+};
+pub use forksafe_models::{Effect, Oracle, Probe, Step};
+pub use forksafe_testkit::GilBridge;
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A timeout long enough never to pass unless a model fires the clock.
+pub const LONG: Duration = Duration::from_secs(1);
+
+/// How a [`Job`] completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// A sync op.
+    Sync,
+    /// Async; the body completes its token.
+    Async,
+    /// Async; the body hands its token over: to the op's own [`Slot`] (the
+    /// loom models), or to completer thread `i` of the world (the shuttle
+    /// models, [`World::hand_off`]).
+    Handoff(usize),
+    /// Async; the body drops its token unfinished (TokenDropped, I2).
+    DropToken,
+}
+
+impl Mode {
+    /// Whether the op is async.
+    pub fn is_async(self) -> bool {
+        self != Mode::Sync
+    }
+}
+
+/// A token handed over, with the result to complete it with.
+pub type Handed = (CompletionToken<Job>, Result<(), String>);
+
+/// Where a [`Mode::Handoff`] body hands its token: completer thread `i`
+/// gets `handed`.
+pub type HandOff = Arc<dyn Fn(usize, Handed) + Send + Sync>;
+
+/// A one-op hand-off: the body leaves its token here for a thread that
+/// polls the slot.
+pub type Slot = Arc<Mutex<Option<Handed>>>;
+
+/// A callback a body runs (into the engine, H1).
+pub type Callback = Arc<dyn Fn() + Send + Sync>;
+
+/// The op payload of the models.
+#[derive(Clone)]
+pub struct Job {
+    /// What the body does, and on which oracle.
+    pub effect: Effect,
+    /// How it completes.
+    pub mode: Mode,
+    /// Where a [`Mode::Handoff`] body hands its token.
+    pub hand_off: Option<HandOff>,
+    /// In-body counter.
+    pub probe: Option<Probe>,
+    /// Run at the start of the body.
+    pub call: Option<Callback>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Job({:?}, {:?})", self.effect.step, self.mode)
+    }
+}
+
+// Snapshots compare payloads by what they would do.
+impl PartialEq for Job {
+    fn eq(&self, other: &Self) -> bool {
+        self.effect == other.effect && self.mode == other.mode
+    }
+}
+impl Eq for Job {}
+impl Hash for Job {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.effect.hash(state);
+        self.mode.hash(state);
+    }
+}
+
+forksafe_core::sync::thread_local! {
+    /// Set on the model threads that drive a fork child world: a body run
+    /// there (only ever an inherited op re-run by a broken child) acts on
+    /// the child world's oracle, where the model looks. A model
+    /// thread-local: the parent world's threads, still running in the same
+    /// execution under shuttle, keep logging into the parent's oracle.
+    static CHILD_ORACLE: RefCell<Option<Oracle>> = RefCell::new(None);
+}
+
+/// Marks the calling model thread as a driver of the child world `oracle`.
+pub fn enter_child_world(oracle: &Oracle) {
+    CHILD_ORACLE.with(|c| *c.borrow_mut() = Some(oracle.clone()));
+}
+
+impl Payload for Job {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+        #[cfg(loom)]
+        mark(format!("start {}", self.effect.step.label));
+        if let Some(p) = &self.probe {
+            p.enter();
+        }
+        if let Some(call) = &self.call {
+            call();
+        }
+        let effect = match CHILD_ORACLE.with(|c| c.borrow().clone()) {
+            Some(o) => o.effect(self.effect.step.clone()),
+            None => self.effect.clone(),
+        };
+        // Effect::run has a scheduling point between its start and end.
+        let result = effect.run(None);
+        if let Some(p) = &self.probe {
+            p.leave();
+        }
+        #[cfg(loom)]
+        mark(format!("end {}", self.effect.step.label));
+        match (self.mode, token) {
+            (_, None) => result,
+            (Mode::Sync | Mode::Async, Some(t)) => t.complete(result).map_err(|e| e.to_string()),
+            (Mode::Handoff(i), Some(t)) => {
+                let hand_off = self
+                    .hand_off
+                    .as_ref()
+                    .expect("handoff job without a hand-off");
+                hand_off(i, (t, result));
+                Ok(())
+            }
+            (Mode::DropToken, Some(t)) => {
+                drop(t);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A step.
+pub fn step(label: u32, reads: &[usize], writes: &[usize]) -> Step {
+    Step {
+        label,
+        reads: reads.to_vec(),
+        writes: writes.to_vec(),
+        fail: false,
+    }
+}
+
+/// A failing step.
+pub fn failing(label: u32, reads: &[usize], writes: &[usize]) -> Step {
+    Step {
+        fail: true,
+        ..step(label, reads, writes)
+    }
+}
+
+/// The engine name of the op labelled `label`.
+pub fn op_name(label: u32) -> String {
+    format!("op{label}")
+}
+
+/// The label of an op named by [`op_name`].
+pub fn label_of(name: &str) -> Option<u32> {
+    name.strip_prefix("op")?.parse().ok()
+}
+
+/// Sorted labels named by the errors of a `wait_all` result
+/// (`OpsFailed`).
+pub fn failed_labels(r: &forksafe_core::Result<()>) -> Vec<u32> {
+    match r {
+        Ok(()) => vec![],
+        Err(Error::OpsFailed(es)) => {
+            let mut l: Vec<u32> = es.iter().filter_map(|e| label_of(&e.op().name)).collect();
+            l.sort_unstable();
+            l
+        }
+        Err(e) => panic!("wait_all returned {e:?}"),
+    }
+}
+
+/// Sizing of a [`World`]'s engine. Keep `compute + host` small: every
+/// worker is a model thread (loom allows five in all).
+pub fn config(compute: usize, host: usize, max_pending: Option<usize>) -> Config {
+    Config {
+        compute_workers: compute,
+        host_workers: host,
+        max_pending,
+        thread_name: "m".into(),
+        worker_stack_size: None,
+        max_stand_ins: forksafe_core::DEFAULT_MAX_STAND_INS,
+    }
+}
+
+/// One op of a model's program.
+#[derive(Clone)]
+pub struct Op {
+    /// Label, reads, writes, fail.
+    pub step: Step,
+    /// Completion mode.
+    pub mode: Mode,
+    /// Lane.
+    pub lane: Lane,
+    /// Runs even on poisoned vars.
+    pub run_on_error: bool,
+    /// A `clear_poison` of `step.writes[0]` instead of a body.
+    pub clear: bool,
+    /// A [`Mode::Handoff`] op's own slot (instead of the world's
+    /// completers).
+    pub slot: Option<Slot>,
+    /// Callback into the engine, run at the start of the body.
+    pub call: Option<Callback>,
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Op({:?}, {:?}, {:?}{}{})",
+            self.step,
+            self.mode,
+            self.lane,
+            if self.run_on_error {
+                ", run_on_error"
+            } else {
+                ""
+            },
+            if self.clear { ", clear" } else { "" }
+        )
+    }
+}
+
+impl Op {
+    /// An op of `step` on `lane` completing in `mode`, with no callback.
+    pub fn new(step: Step, mode: Mode, lane: Lane) -> Op {
+        Op {
+            step,
+            mode,
+            lane,
+            run_on_error: false,
+            clear: false,
+            slot: None,
+            call: None,
+        }
+    }
+}
+
+/// A sync op of `step` on `lane`.
+pub fn sync(step: Step, lane: Lane) -> Op {
+    Op::new(step, Mode::Sync, lane)
+}
+
+/// An async op of `step` on `lane` completing in `mode`; a hand-off gets a
+/// slot of its own.
+pub fn asynchronous(step: Step, lane: Lane, mode: Mode) -> Op {
+    Op {
+        slot: matches!(mode, Mode::Handoff(_)).then(Slot::default),
+        ..Op::new(step, mode, lane)
+    }
+}
+
+/// One model world: engine, host lock, oracle, vars.
+pub struct World {
+    /// The engine.
+    pub engine: Engine<Job>,
+    /// Its host bridge (a GIL).
+    pub gil: FArc<GilBridge>,
+    /// What the bodies did.
+    pub oracle: Oracle,
+    /// The vars, slot i = var i.
+    pub vars: Vec<Var<Job>>,
+    /// The domain the engine lives in.
+    pub domain: &'static ForkDomain,
+    /// In-body counter shared by every job of this world.
+    pub probe: Probe,
+    /// Where [`Mode::Handoff`] ops without a slot hand their tokens (the
+    /// shuttle models' completer threads).
+    pub hand_off: Option<HandOff>,
+}
+
+impl World {
+    /// A world with a fresh domain, a GIL bridge, `config` and `nvars`
+    /// vars.
+    pub fn new(config: Config, nvars: usize) -> World {
+        let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+        let gil = FArc::new(GilBridge::new());
+        let engine = Engine::with_bridge(domain, config, Box::new(gil.clone())).unwrap();
+        let vars = (0..nvars).map(|_| engine.new_var().unwrap()).collect();
+        World {
+            engine,
+            gil,
+            oracle: Oracle::new(nvars),
+            vars,
+            domain,
+            probe: Probe::default(),
+            hand_off: None,
+        }
+    }
+
+    /// The child world of `snap`, taken in a domain at `parent_epoch`: an
+    /// engine rebuilt with fresh primitives in a domain one epoch on,
+    /// sized by `config`, a fresh GIL, and a fresh oracle that the calling
+    /// model thread drives ([`enter_child_world`]).
+    pub fn child(parent_epoch: u64, config: Config, snap: &ForkSnapshot<Job>) -> World {
+        let domain: &'static ForkDomain =
+            Box::leak(Box::new(ForkDomain::with_epoch(parent_epoch + 1)));
+        let gil = FArc::new(GilBridge::new());
+        let (engine, vars) =
+            Engine::from_fork_snapshot(domain, config, Box::new(gil.clone()), snap).unwrap();
+        let oracle = Oracle::new(vars.len());
+        enter_child_world(&oracle);
+        World {
+            engine,
+            gil,
+            oracle,
+            vars,
+            domain,
+            probe: Probe::default(),
+            hand_off: None,
+        }
+    }
+
+    /// The payload of `op` in this world.
+    pub fn job(&self, op: &Op) -> Job {
+        let hand_off = match &op.slot {
+            Some(slot) => {
+                let slot = slot.clone();
+                let into_slot: HandOff = Arc::new(move |_, handed| {
+                    *slot.lock().unwrap() = Some(handed);
+                });
+                Some(into_slot)
+            }
+            None => self.hand_off.clone(),
+        };
+        Job {
+            effect: self.oracle.effect(op.step.clone()),
+            mode: op.mode,
+            hand_off,
+            probe: Some(self.probe.clone()),
+            call: op.call.clone(),
+        }
+    }
+
+    /// The push request of `op` (not a clear) with payload `job`.
+    pub fn spec(&self, op: &Op, job: Job) -> OpSpec<Job> {
+        let vars = |slots: &[usize]| -> Vec<Var<Job>> {
+            slots.iter().map(|&i| self.vars[i].clone()).collect()
+        };
+        let mut spec = OpSpec::new(job)
+            .name(op_name(op.step.label))
+            .lane(op.lane)
+            .reads(&vars(&op.step.reads))
+            .writes(&vars(&op.step.writes));
+        if op.mode.is_async() {
+            spec = spec.asynchronous();
+        }
+        if op.run_on_error {
+            spec = spec.run_on_error();
+        }
+        spec
+    }
+
+    /// Pushes `op` with payload `job` (a clear pushes a `clear_poison`);
+    /// returns its id.
+    pub fn push_job(&self, op: &Op, job: Job) -> forksafe_core::Result<u64> {
+        if op.clear {
+            return self.engine.clear_poison(&self.vars[op.step.writes[0]]);
+        }
+        self.engine.push(self.spec(op, job))
+    }
+
+    /// Pushes `op` with [`World::job`]; returns its id.
+    pub fn push(&self, op: &Op) -> forksafe_core::Result<u64> {
+        self.push_job(op, self.job(op))
+    }
+
+    /// Sorted labels of the bodies that ran.
+    pub fn ran(&self) -> Vec<u32> {
+        let mut r = self.oracle.ran();
+        r.sort_unstable();
+        r
+    }
+}
