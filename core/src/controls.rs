@@ -47,6 +47,11 @@ pub enum Mutant {
     /// while its own op holds the last slot (breaks the bound rule: the
     /// engine deadlocks on itself).
     PushInsideOpWaits,
+    /// A fork prepare in a fork child does not settle the engine first:
+    /// another thread of the child, settling it meanwhile, reopens the gate
+    /// prepare closed, and the fork copies a half-settled engine (breaks
+    /// I5: the child works, forking included).
+    PrepareSkipsSettle,
 }
 
 crate::sync::os_thread_local! {

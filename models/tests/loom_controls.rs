@@ -172,6 +172,29 @@ fn push_inside_op_waits() {
     );
 }
 
+/// (h) A fork child forks again from a second thread while its main thread
+/// settles the engine (`common::fork_while_child_settles`). With the mutant
+/// prepare does not settle first, and the settle reopens the gate inside
+/// the fork window. The parent stage only produces the snapshot: one
+/// execution (bound 0). Threads: child main + forker.
+fn prepare_skips_settle() {
+    let snaps = Snapshots::default();
+    let s = snaps.clone();
+    let m = active_mutant();
+    let mut b = builder();
+    b.preemption_bound = Some(0);
+    check_with("prepare_skips_settle_parent", b, move || {
+        mutant::set(None);
+        s.add(quiet_parent_snapshot(), Vec::new());
+    });
+    mutant::set(m);
+    for (i, (snap, _)) in snaps.take().into_iter().enumerate() {
+        check(&format!("prepare_skips_settle_child[{i}]"), move || {
+            fork_while_child_settles(&snap)
+        });
+    }
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
@@ -181,6 +204,7 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::CountedRefusal,
         Mutant::RecallWithoutWake,
         Mutant::PushInsideOpWaits,
+        Mutant::PrepareSkipsSettle,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -195,6 +219,7 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::CountedRefusal => counted_refusal,
         Mutant::RecallWithoutWake => recall_without_wake,
         Mutant::PushInsideOpWaits => push_inside_op_waits,
+        Mutant::PrepareSkipsSettle => prepare_skips_settle,
     }
 }
 
@@ -216,6 +241,7 @@ fn mutant_run() {
         "CountedRefusal" => Mutant::CountedRefusal,
         "RecallWithoutWake" => Mutant::RecallWithoutWake,
         "PushInsideOpWaits" => Mutant::PushInsideOpWaits,
+        "PrepareSkipsSettle" => Mutant::PrepareSkipsSettle,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -338,6 +364,20 @@ fn caught_push_inside_op_waits() {
 #[test]
 fn sound_push_inside_op_waits() {
     push_inside_op_waits();
+}
+
+#[test]
+fn caught_prepare_skips_settle() {
+    let msg = caught(Mutant::PrepareSkipsSettle);
+    assert!(
+        msg.contains("half-settled engine"),
+        "expected the fork-point assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_prepare_skips_settle() {
+    prepare_skips_settle();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

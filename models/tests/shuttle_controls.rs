@@ -318,3 +318,25 @@ fn caught_push_inside_op_waits() {
 fn sound_push_inside_op_waits() {
     sound(pool_common::push_inside_at_the_bound);
 }
+
+/// (h) A fork child forks again from a second thread while its main thread
+/// settles the engine (`common::fork_while_child_settles`); with the
+/// mutant prepare does not settle first, and the settle reopens the gate
+/// inside the fork window.
+fn prepare_skips_settle() {
+    fork_while_child_settles(&quiet_parent_snapshot());
+}
+
+#[test]
+fn caught_prepare_skips_settle() {
+    let msg = caught(Mutant::PrepareSkipsSettle, prepare_skips_settle);
+    assert!(
+        msg.contains("half-settled engine"),
+        "expected the fork-point assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_prepare_skips_settle() {
+    sound(prepare_skips_settle);
+}

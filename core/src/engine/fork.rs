@@ -38,7 +38,9 @@ impl<P: Payload> Shared<P> {
         // it (bounded: settling waits on nothing), so the gate is closed
         // after the settle reopened it, and the fork never copies a
         // half-settled engine.
-        self.settle_child();
+        if !control!(PrepareSkipsSettle) {
+            self.settle_child();
+        }
         self.gate.close();
         self.exits.wait_for_starting();
         let carried = self.calling_op().map_or(0, |id| id + 1);

@@ -249,6 +249,14 @@ impl<P: Payload + Clone> Engine<P> {
     }
 }
 
+impl<P: Payload> Engine<P> {
+    /// Model builds: whether the engine's fork gate is closed (a model
+    /// checks it at its fork point: closed from prepare to parent, I5, I6).
+    pub fn fork_gate_closed(&self) -> bool {
+        self.shared.gate.is_closed()
+    }
+}
+
 impl<P> ForkSnapshot<P> {
     /// Ids of the ops pending at the fork.
     pub fn pending_ops(&self) -> Vec<u64> {

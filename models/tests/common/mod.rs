@@ -411,3 +411,40 @@ impl World {
         r
     }
 }
+
+/// A parent world of one var with nothing pending, forked: the snapshot
+/// taken at its fork point. Its child engine still has to settle.
+pub fn quiet_parent_snapshot() -> ForkSnapshot<Job> {
+    let w = World::new(config(1, 1, None), 1);
+    w.domain.prepare();
+    let snap = w.engine.fork_snapshot(&w.vars).unwrap();
+    w.domain.parent();
+    w.engine.shutdown(LONG).unwrap();
+    snap
+}
+
+/// Control (h): in the child world of `snap`, a second thread forks again
+/// while the main thread's first call settles the engine. The fork must
+/// never copy a half-settled engine: from prepare to parent the engine's
+/// gate stays closed, so no settle (which reopens it) runs inside the fork
+/// window. Threads: main + forker (the child pushes nothing: no worker).
+pub fn fork_while_child_settles(snap: &ForkSnapshot<Job>) {
+    let w = Arc::new(World::child(0, config(1, 1, None), snap));
+    let forker = {
+        let w = w.clone();
+        forksafe_core::sync::spawn_named("forker".into(), None, move || {
+            w.domain.prepare();
+            let closed = w.engine.fork_gate_closed();
+            w.domain.parent();
+            assert!(
+                closed,
+                "a fork in the child copied a half-settled engine: its gate was open \
+                 inside the fork window (I5)"
+            );
+        })
+        .unwrap()
+    };
+    w.engine.fork_report().unwrap().expect("the child settles");
+    forker.join().unwrap();
+    w.engine.shutdown(LONG).unwrap();
+}
