@@ -14,7 +14,6 @@ mod pool_common;
 use common::*;
 use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, ForkSnapshot, Lane};
-use forksafe_models::Step;
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, MaxSteps, Runner};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -81,20 +80,7 @@ fn sound(f: fn()) {
 }
 
 fn op(label: u32, reads: &[usize], writes: &[usize], mode: Mode, lane: Lane) -> Op {
-    Op {
-        step: Step {
-            label,
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
-            fail: false,
-        },
-        mode,
-        lane,
-        run_on_error: false,
-        clear: false,
-        slot: None,
-        call: None,
-    }
+    Op::new(step(label, reads, writes), mode, lane)
 }
 
 /// (a) The seed's protocol: the forking thread holds the GIL, a host op is

@@ -13,7 +13,6 @@ mod common;
 
 use common::*;
 use forksafe_core::{Error, Lane, OpErrorKind};
-use forksafe_models::Step;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -156,20 +155,7 @@ fn h1_callbacks() {
                 let mut job = w.job(&op);
                 if chance(50) {
                     let side = NV + p * PER + i;
-                    let side_op = Op {
-                        step: Step {
-                            label: 1000 + side as u32,
-                            reads: vec![],
-                            writes: vec![side],
-                            fail: false,
-                        },
-                        mode: Mode::Sync,
-                        lane: Lane::Compute,
-                        run_on_error: false,
-                        clear: false,
-                        slot: None,
-                        call: None,
-                    };
+                    let side_op = sync(step(1000 + side as u32, &[], &[side]), Lane::Compute);
                     let target = below(NV);
                     let own_write = op.step.writes.contains(&target);
                     let (w2, pushed2) = (Arc::downgrade(&w), pushed.clone());

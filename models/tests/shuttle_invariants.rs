@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use forksafe_core::{Error, Lane, State};
-use forksafe_models::Step;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -153,20 +152,9 @@ fn i2_completion_pct() {
 /// the main thread waits on a var and then on everything.
 fn i2_small() {
     let mut w = World::new(config(1, 1, None), 2);
-    let step = |label, reads: &[usize], writes: &[usize]| Step {
-        label,
-        reads: reads.to_vec(),
-        writes: writes.to_vec(),
-        fail: false,
-    };
     let op = |step, mode, lane| Op {
-        step,
-        mode,
-        lane,
         run_on_error: true,
-        clear: false,
-        slot: None,
-        call: None,
+        ..Op::new(step, mode, lane)
     };
     let prog = vec![
         op(step(1, &[], &[0]), Mode::Sync, Lane::Host),
@@ -386,24 +374,12 @@ fn deadlines() {
     let release = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
-    let op = Op {
-        step: Step {
-            label: 1,
-            reads: vec![],
-            writes: vec![0],
-            fail: false,
-        },
-        mode: Mode::Sync,
-        lane: if chance(50) {
-            Lane::Host
-        } else {
-            Lane::Compute
-        },
-        run_on_error: false,
-        clear: false,
-        slot: None,
-        call: None,
+    let lane = if chance(50) {
+        Lane::Host
+    } else {
+        Lane::Compute
     };
+    let op = sync(step(1, &[], &[0]), lane);
     let mut job = w.job(&op);
     let (r, s) = (release.clone(), started.clone());
     job.call = Some(Arc::new(move || {
