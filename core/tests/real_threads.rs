@@ -180,3 +180,116 @@ fn the_reference_can_tell_orders_apart() {
     steps.swap(i, j);
     assert_ne!(serial(&steps), before);
 }
+
+/// Op `label` of a multi-pusher program: 2 to 4 distinct vars of `VARS`,
+/// at least one written, listed in random order (the engine must sort them
+/// itself, I1).
+fn overlapping_step(rng: &mut Rng, label: u64) -> Step {
+    let mut vars: Vec<usize> = (0..VARS).collect();
+    for i in (1..vars.len()).rev() {
+        vars.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let n = 2 + rng.below(3) as usize;
+    let n_writes = 1 + rng.below(n as u64) as usize;
+    Step {
+        label,
+        writes: vars[..n_writes].to_vec(),
+        reads: vars[n_writes..n].to_vec(),
+        lane: if rng.below(6) == 0 {
+            Lane::Host
+        } else {
+            Lane::Compute
+        },
+        priority: [Priority::High, Priority::Normal, Priority::Low][rng.below(3) as usize],
+        asynchronous: rng.below(8) == 0,
+    }
+}
+
+/// How long a wait of the multi-pusher check may take: far beyond a
+/// healthy run (about a second), so only ops that can never run reach it;
+/// scaled by `FORKSAFE_WATCHDOG_SCALE` on a loaded machine.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `pushers` threads push `per_pusher` overlapping ops each, all at once.
+/// Ops sharing a var take their ids under that var's lock, so the serial
+/// run in id order is the reference (I1); every op runs once (I2); and
+/// `wait_all_timeout` must end well inside its limit (a cross-var cycle
+/// from inconsistent queue orders would leave ops waiting for ever).
+fn run_pushers(seed: u64, pushers: usize, per_pusher: usize, workers: usize) {
+    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
+    let config = Config {
+        compute_workers: workers,
+        host_workers: 2,
+        ..Config::default()
+    };
+    let engine = Engine::<Job>::new(domain, config).unwrap();
+    let vars: Vec<Var<Job>> = (0..VARS).map(|_| engine.new_var().unwrap()).collect();
+    let ops = pushers * per_pusher;
+    let world = Arc::new(World {
+        mem: Mutex::new(vec![0; VARS]),
+        runs: (0..ops).map(|_| AtomicUsize::new(0)).collect(),
+    });
+    let start = std::sync::Barrier::new(pushers);
+    let mut pushed: Vec<(u64, Step)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..pushers)
+            .map(|p| {
+                let (engine, vars, world, start) = (&engine, &vars, &world, &start);
+                s.spawn(move || {
+                    let mut rng = Rng((seed * 1_000_003 + p as u64).wrapping_mul(2654435761) | 1);
+                    let mut mine = Vec::with_capacity(per_pusher);
+                    start.wait();
+                    for i in 0..per_pusher {
+                        let step = overlapping_step(&mut rng, (p * per_pusher + i) as u64);
+                        let id = engine.push(spec(&step, world, vars)).unwrap();
+                        mine.push((id, step));
+                        if i % 250 == 249 {
+                            // Bounded: a cycle must fail the test, not hang it.
+                            let v = &vars[rng.below(VARS as u64) as usize];
+                            let waited = engine
+                                .wait_for_var_timeout(v, forksafe_testkit::child::scaled(LIMIT));
+                            assert_eq!(waited, Ok(()), "pusher {p} of seed {seed}: var wait");
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let waited = engine.wait_all_timeout(forksafe_testkit::child::scaled(LIMIT));
+    assert_eq!(
+        waited,
+        Ok(()),
+        "seed {seed}: {pushers} pushers: ops left waiting (a cross-var cycle?)"
+    );
+    pushed.sort_by_key(|(id, _)| *id);
+    let steps: Vec<Step> = pushed.into_iter().map(|(_, s)| s).collect();
+    assert_eq!(
+        *world.mem.lock().unwrap(),
+        serial(&steps),
+        "seed {seed}: {pushers} pushers: values differ from the serial run in id order (I1)"
+    );
+    for (label, runs) in world.runs.iter().enumerate() {
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "op {label} of seed {seed}");
+    }
+}
+
+/// Rounds of the multi-pusher check: `FORKSAFE_PUSHER_ROUNDS`, default 24
+/// (about 4 s; each round is a new seed, 2 to 4 pushers, 2000 ops each).
+fn pusher_rounds() -> u64 {
+    std::env::var("FORKSAFE_PUSHER_ROUNDS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(24)
+}
+
+#[test]
+fn several_pushers_on_overlapping_vars_match_the_serial_reference() {
+    for seed in 1..=pusher_rounds() {
+        let pushers = 2 + seed as usize % 3;
+        run_pushers(seed, pushers, 2000, 1 + seed as usize % 3);
+    }
+}
