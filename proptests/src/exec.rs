@@ -29,6 +29,12 @@ pub struct Options {
     /// so that the next program's raw forks do not catch them exiting (see
     /// `known_child_hang` in tests/differential.rs).
     pub settle_threads: bool,
+    /// Threads that push each run of consecutive op statements at once
+    /// (1: the runner pushes everything itself, in program order). With
+    /// more, the ops of a run go round-robin to that many threads started
+    /// together; the reference then takes them in the engine's id order,
+    /// which is the order of every var's queue (I1).
+    pub pushers: usize,
 }
 
 impl Default for Options {
@@ -38,6 +44,7 @@ impl Default for Options {
             wait_timeout: Duration::from_secs(10),
             child_limit: Duration::from_secs(30),
             settle_threads: true,
+            pushers: 1,
         }
     }
 }
@@ -161,6 +168,59 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
     result.map(|()| stats)
 }
 
+/// Pushes op statement `idx` on `engine`; returns what the push returned
+/// and the op as the reference sees it (vars reduced modulo the count).
+fn submit(
+    engine: &Arc<Engine>,
+    vars: &[Var],
+    shared: &Arc<Shared>,
+    timeout: Duration,
+    idx: usize,
+    op: &OpStmt,
+) -> (Result<u64, Error>, RefKind) {
+    let n = vars.len();
+    let reads: Vec<&Var> = op.reads.iter().map(|&v| &vars[v as usize % n]).collect();
+    let writes: Vec<&Var> = op.writes.iter().map(|&v| &vars[v as usize % n]).collect();
+    let mut b = engine
+        .op(crate::program::op_name(idx))
+        .reads(&reads)
+        .writes(&writes)
+        .priority(crate::reference::priority(op.priority));
+    if op.host {
+        b = b.host();
+    }
+    if op.run_on_error {
+        b = b.run_on_error();
+    }
+    let body = Body {
+        shared: shared.clone(),
+        idx,
+        reads: op.reads.iter().map(|&v| v as usize % n).collect(),
+        writes: op.writes.iter().map(|&v| v as usize % n).collect(),
+        outcome: op.outcome,
+        host: op.host,
+        wait: op.waited_var().map(|v| vars[v as usize % n].clone()),
+        engine: Arc::downgrade(engine),
+        timeout,
+    };
+    let got = match (op.mode, op.outcome) {
+        (Mode::Sync, Outcome::Fail) => b.try_run(move || {
+            body.enter();
+            Err(fail_message(body.idx))
+        }),
+        (Mode::Sync, _) => b.run(move || body.sync()),
+        (Mode::AsyncInline, _) => b.run_async(move |token| body.async_inline(token)),
+        (Mode::AsyncThread, _) => b.run_async(move |token| {
+            body.enter();
+            std::thread::spawn(move || body.async_helper(token));
+        }),
+    };
+    let mut op = op.clone();
+    op.reads = op.reads.iter().map(|&v| (v as usize % n) as u8).collect();
+    op.writes = op.writes.iter().map(|&v| (v as usize % n) as u8).collect();
+    (got, RefKind::User { idx, op })
+}
+
 /// How many threads this process has (0 if unknown).
 fn thread_count() -> usize {
     std::fs::read_to_string("/proc/self/status")
@@ -203,11 +263,72 @@ struct Runner<'p> {
 
 impl Runner<'_> {
     fn run_from(&mut self, start: usize) -> Result<(), String> {
-        for idx in start..self.program.stmts.len() {
-            let stmt = &self.program.stmts[idx];
+        let stmts = &self.program.stmts;
+        let mut idx = start;
+        while idx < stmts.len() {
+            let run_end = (idx..stmts.len())
+                .find(|&i| !matches!(stmts[i], Stmt::Op(_)))
+                .unwrap_or(stmts.len());
+            if self.options.pushers > 1 && run_end - idx >= 2 {
+                self.push_concurrently(idx..run_end)
+                    .map_err(|e| format!("at s{idx}..s{run_end} (pushed at once): {e}"))?;
+                self.check_violations()?;
+                idx = run_end;
+                continue;
+            }
+            let stmt = &stmts[idx];
             self.step(idx, stmt)
                 .map_err(|e| format!("at s{idx} ({stmt}): {e}"))?;
             self.check_violations()?;
+            idx += 1;
+        }
+        Ok(())
+    }
+
+    /// Pushes the op statements `run` from `options.pushers` threads at
+    /// once, then records them in the reference in the engine's id order
+    /// (refused pushes in any order: the run deletes nothing, so whether a
+    /// push is refused does not depend on the order).
+    fn push_concurrently(&mut self, run: std::ops::Range<usize>) -> Result<(), String> {
+        let pushers = self.options.pushers;
+        let stmts = &self.program.stmts;
+        let (engine, vars, shared, timeout) = (
+            &self.engine,
+            &self.vars,
+            &self.shared,
+            self.options.wait_timeout,
+        );
+        let start = std::sync::Barrier::new(pushers);
+        let mut results: Vec<(usize, Result<u64, Error>, RefKind)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..pushers)
+                .map(|t| {
+                    let run = run.clone();
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        let first = run.start;
+                        run.filter(|i| (i - first) % pushers == t)
+                            .filter_map(|idx| match &stmts[idx] {
+                                Stmt::Op(op) => {
+                                    let (got, kind) =
+                                        submit(engine, vars, shared, timeout, idx, op);
+                                    Some((idx, got, kind))
+                                }
+                                _ => None,
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a pusher panicked"))
+                .collect()
+        });
+        results.sort_by_key(|(idx, got, _)| (got.as_ref().map_or(u64::MAX, |id| *id), *idx));
+        for (idx, got, kind) in results {
+            self.pushed(got, kind, Some(idx))
+                .map_err(|e| format!("s{idx}: {e}"))?;
         }
         Ok(())
     }
@@ -326,56 +447,15 @@ impl Runner<'_> {
     }
 
     fn push_op(&mut self, idx: usize, op: &OpStmt) -> Result<(), String> {
-        let n = self.vars.len();
-        let reads: Vec<&Var> = op
-            .reads
-            .iter()
-            .map(|&v| &self.vars[v as usize % n])
-            .collect();
-        let writes: Vec<&Var> = op
-            .writes
-            .iter()
-            .map(|&v| &self.vars[v as usize % n])
-            .collect();
-        let mut b = self
-            .engine
-            .op(crate::program::op_name(idx))
-            .reads(&reads)
-            .writes(&writes)
-            .priority(crate::reference::priority(op.priority));
-        if op.host {
-            b = b.host();
-        }
-        if op.run_on_error {
-            b = b.run_on_error();
-        }
-        let body = Body {
-            shared: self.shared.clone(),
+        let (got, kind) = submit(
+            &self.engine,
+            &self.vars,
+            &self.shared,
+            self.options.wait_timeout,
             idx,
-            reads: op.reads.iter().map(|&v| v as usize % n).collect(),
-            writes: op.writes.iter().map(|&v| v as usize % n).collect(),
-            outcome: op.outcome,
-            host: op.host,
-            wait: op.waited_var().map(|v| self.vars[v as usize % n].clone()),
-            engine: Arc::downgrade(&self.engine),
-            timeout: self.options.wait_timeout,
-        };
-        let got = match (op.mode, op.outcome) {
-            (Mode::Sync, Outcome::Fail) => b.try_run(move || {
-                body.enter();
-                Err(fail_message(body.idx))
-            }),
-            (Mode::Sync, _) => b.run(move || body.sync()),
-            (Mode::AsyncInline, _) => b.run_async(move |token| body.async_inline(token)),
-            (Mode::AsyncThread, _) => b.run_async(move |token| {
-                body.enter();
-                std::thread::spawn(move || body.async_helper(token));
-            }),
-        };
-        let mut op = op.clone();
-        op.reads = op.reads.iter().map(|&v| (v as usize % n) as u8).collect();
-        op.writes = op.writes.iter().map(|&v| (v as usize % n) as u8).collect();
-        self.pushed(got, RefKind::User { idx, op }, Some(idx))
+            op,
+        );
+        self.pushed(got, kind, Some(idx))
     }
 
     fn wait_var(&mut self, v: usize) -> Result<(), String> {

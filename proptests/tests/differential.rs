@@ -29,6 +29,7 @@ type Property = fn(u32) -> Result<String, String>;
 const PROPERTIES: &[(&str, u32, Property)] = &[
     ("programs", 4000, programs),
     ("programs_with_forks", 1000, programs_with_forks),
+    ("programs_with_pushers", 1500, programs_with_pushers),
     ("lifecycle", 1000, lifecycle),
     ("decode_roundtrip", 2000, decode_roundtrip),
     (
@@ -207,10 +208,11 @@ impl Totals {
     }
 }
 
-fn differential(cases: u32, forks: bool) -> Result<String, String> {
+fn differential(cases: u32, forks: bool, pushers: usize) -> Result<String, String> {
     let totals = RefCell::new(Totals::default());
     let options = Options {
         forks,
+        pushers,
         ..Options::default()
     };
     check(
@@ -227,14 +229,21 @@ fn differential(cases: u32, forks: bool) -> Result<String, String> {
 /// Every program gives the values and errors of the serial reference at
 /// every wait (no forks).
 fn programs(cases: u32) -> Result<String, String> {
-    differential(cases, false)
+    differential(cases, false, 1)
+}
+
+/// The same with three pushing threads: each run of consecutive op
+/// statements is pushed by three threads at once, and the reference takes
+/// those ops in the engine's id order (I1 across pushers), with forks.
+fn programs_with_pushers(cases: u32) -> Result<String, String> {
+    differential(cases, true, 3)
 }
 
 /// The same with forks: each child's state equals the reference at the
 /// fork point (inherited ops `LostInFork`), the child goes on correctly,
 /// and the parent is unaffected.
 fn programs_with_forks(cases: u32) -> Result<String, String> {
-    differential(cases, true)
+    differential(cases, true, 1)
 }
 
 /// Concurrent lifecycle sequences: no panic, no hang, no lost op.
