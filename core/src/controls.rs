@@ -52,6 +52,15 @@ pub enum Mutant {
     /// prepare closed, and the fork copies a half-settled engine (breaks
     /// I5: the child works, forking included).
     PrepareSkipsSettle,
+    /// A completion wakes a var's `wait_for_var` waiters only when no
+    /// write is left queued on the var: a waiter whose writes are all done
+    /// sleeps on while a later write it does not wait for is queued
+    /// (breaks I2's liveness: the wait may never return).
+    WakeOnlyWhenNoWrites,
+    /// A quiesce pauses dispatch before it checks the lifecycle state: a
+    /// quiesce refused with `ShutDown` leaves the lanes paused, and the
+    /// shutdown's queued ops never run (breaks I3 and I8).
+    PauseBeforeStateCheck,
 }
 
 crate::sync::os_thread_local! {
@@ -97,6 +106,19 @@ pub(crate) fn rerun<P: Payload>(op: &OpCell<P>) {
     // SAFETY: called only from the fork child's settle, on its only thread.
     if let Some(payload) = unsafe { op.take_payload() } {
         let _ = payload.run(None);
+    }
+}
+
+/// (i) `WakeOnlyWhenNoWrites`: whether a write is queued on `var`, which
+/// the broken completion takes as a reason not to wake its waiters yet.
+pub(crate) fn write_queued<O>(var: &crate::var::VarInner<O>) -> bool {
+    var.queue.iter().any(|u| u.write)
+}
+
+/// (j) `PauseBeforeStateCheck`: pause every lane before the state check.
+pub(crate) fn pause_lanes<P: Payload>(shared: &Shared<P>) {
+    for lane in Lane::ALL {
+        shared.lane(lane).lock().paused = true;
     }
 }
 

@@ -78,13 +78,22 @@
 
 /// The hook of a negative control (`controls.rs`, model builds only).
 /// `control!(Name)` is whether that control is on: `false` outside model
-/// builds, so the branch compiles away. `control!(Name => expr)` evaluates
-/// `expr` (a call of the broken variant in `controls`) only when it is on,
-/// and is nothing outside model builds.
+/// builds, so the branch compiles away. `control!(Name if cond)` is whether
+/// it is on and `cond` (a predicate in `controls`) holds: also `false`
+/// outside model builds, where `cond` is not compiled. `control!(Name =>
+/// expr)` evaluates `expr` (a call of the broken variant in `controls`)
+/// only when it is on, and is nothing outside model builds.
 macro_rules! control {
     ($m:ident) => {{
         #[cfg(any(loom, shuttle))]
         let on = crate::controls::active(crate::controls::Mutant::$m);
+        #[cfg(not(any(loom, shuttle)))]
+        let on = false;
+        on
+    }};
+    ($m:ident if $cond:expr) => {{
+        #[cfg(any(loom, shuttle))]
+        let on = crate::controls::active(crate::controls::Mutant::$m) && $cond;
         #[cfg(not(any(loom, shuttle)))]
         let on = false;
         on

@@ -195,6 +195,19 @@ fn prepare_skips_settle() {
     }
 }
 
+/// (i) `common::wait_with_a_later_write_queued`: with the mutant the
+/// completion of op 1 does not wake the waiter while op 2 is queued, and
+/// op 2's token is completed only after the wait returns.
+fn wake_only_when_no_writes() {
+    check("wake_only_when_no_writes", wait_with_a_later_write_queued);
+}
+
+/// (j) `common::quiesce_races_shutdown`: with the mutant a refused quiesce
+/// leaves dispatch paused and the shutdown waits for ever.
+fn pause_before_state_check() {
+    check("pause_before_state_check", quiesce_races_shutdown);
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
@@ -205,6 +218,8 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::RecallWithoutWake,
         Mutant::PushInsideOpWaits,
         Mutant::PrepareSkipsSettle,
+        Mutant::WakeOnlyWhenNoWrites,
+        Mutant::PauseBeforeStateCheck,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -220,6 +235,8 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::RecallWithoutWake => recall_without_wake,
         Mutant::PushInsideOpWaits => push_inside_op_waits,
         Mutant::PrepareSkipsSettle => prepare_skips_settle,
+        Mutant::WakeOnlyWhenNoWrites => wake_only_when_no_writes,
+        Mutant::PauseBeforeStateCheck => pause_before_state_check,
     }
 }
 
@@ -242,6 +259,8 @@ fn mutant_run() {
         "RecallWithoutWake" => Mutant::RecallWithoutWake,
         "PushInsideOpWaits" => Mutant::PushInsideOpWaits,
         "PrepareSkipsSettle" => Mutant::PrepareSkipsSettle,
+        "WakeOnlyWhenNoWrites" => Mutant::WakeOnlyWhenNoWrites,
+        "PauseBeforeStateCheck" => Mutant::PauseBeforeStateCheck,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -378,6 +397,28 @@ fn caught_prepare_skips_settle() {
 #[test]
 fn sound_prepare_skips_settle() {
     prepare_skips_settle();
+}
+
+#[test]
+fn caught_wake_only_when_no_writes() {
+    let msg = caught(Mutant::WakeOnlyWhenNoWrites);
+    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
+}
+
+#[test]
+fn sound_wake_only_when_no_writes() {
+    wake_only_when_no_writes();
+}
+
+#[test]
+fn caught_pause_before_state_check() {
+    let msg = caught(Mutant::PauseBeforeStateCheck);
+    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
+}
+
+#[test]
+fn sound_pause_before_state_check() {
+    pause_before_state_check();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

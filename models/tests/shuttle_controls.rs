@@ -326,3 +326,35 @@ fn caught_prepare_skips_settle() {
 fn sound_prepare_skips_settle() {
     sound(prepare_skips_settle);
 }
+
+/// (i) `common::wait_with_a_later_write_queued`: with the mutant the
+/// waiter is not woken while a later write is queued.
+#[test]
+fn caught_wake_only_when_no_writes() {
+    let msg = caught(Mutant::WakeOnlyWhenNoWrites, wait_with_a_later_write_queued);
+    assert!(
+        msg.contains("deadlock") || msg.contains("exceeded max_steps"),
+        "expected a hang, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_wake_only_when_no_writes() {
+    sound(wait_with_a_later_write_queued);
+}
+
+/// (j) `common::quiesce_races_shutdown`: with the mutant a refused quiesce
+/// leaves dispatch paused and the shutdown waits for ever.
+#[test]
+fn caught_pause_before_state_check() {
+    let msg = caught(Mutant::PauseBeforeStateCheck, quiesce_races_shutdown);
+    assert!(
+        msg.contains("deadlock") || msg.contains("exceeded max_steps"),
+        "expected a hang, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_pause_before_state_check() {
+    sound(quiesce_races_shutdown);
+}

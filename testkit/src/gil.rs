@@ -87,6 +87,11 @@ impl HostLock {
         self.state.lock().owner == Some(current_thread().id())
     }
 
+    /// Whether some thread holds the lock.
+    pub fn is_held(&self) -> bool {
+        self.state.lock().owner.is_some()
+    }
+
     /// Whether some other thread is blocked waiting for the lock (a model
     /// uses this to wait until a host worker needs the lock it holds).
     pub fn contended(&self) -> bool {

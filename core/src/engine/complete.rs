@@ -182,7 +182,8 @@ impl<P: Payload> Shared<P> {
                     _ => {}
                 }
                 v.version += 1;
-                if !control!(LostNotify) {
+                let hold = control!(WakeOnlyWhenNoWrites if crate::controls::write_queued(&v));
+                if !control!(LostNotify) && !hold {
                     wake.append(&mut v.waiters);
                 }
             }

@@ -51,6 +51,7 @@ impl<P: Payload> Shared<P> {
                 .and_then(|c| this.live.get(c))
                 .map(|op| op.lane);
             let mut ctl = this.control.lock();
+            control!(PauseBeforeStateCheck => crate::controls::pause_lanes(this));
             this.control.apply(&mut ctl, Event::Quiesce)?;
             ctl.quiesces += 1;
             // Paused under `ctl`: a shutdown or a resume that takes `ctl`

@@ -255,6 +255,14 @@ impl<P: Payload> Engine<P> {
     pub fn fork_gate_closed(&self) -> bool {
         self.shared.gate.is_closed()
     }
+
+    /// Model builds: threads registered in `var`'s `wait_for_var` waiters
+    /// (a model orders a push after a waiter has taken its target with it).
+    pub fn var_waiters(&self, var: &Var<P>) -> usize {
+        let _section = self.shared.enter();
+        let n = var.state.inner.lock().waiters.len();
+        n
+    }
 }
 
 impl<P> ForkSnapshot<P> {

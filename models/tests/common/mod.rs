@@ -33,7 +33,7 @@ use forksafe_core::{
     CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec, Payload, Var,
 };
 pub use forksafe_models::{Effect, Oracle, Probe, Step};
-pub use forksafe_testkit::GilBridge;
+pub use forksafe_testkit::{GilBridge, HostLock};
 use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -447,4 +447,74 @@ pub fn fork_while_child_settles(snap: &ForkSnapshot<Job>) {
     w.engine.fork_report().unwrap().expect("the child settles");
     forker.join().unwrap();
     w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (i): `wait_for_var` whose writes all complete while a later
+/// write to the same var, pushed after the wait took its target, is
+/// queued. The later write's body blocks on a lock main holds until its
+/// wait has returned, so a wait that is not woken at its own writes'
+/// completion never returns, and every thread ends up blocked. Threads:
+/// main (waits) + pusher + 1 compute.
+pub fn wait_with_a_later_write_queued() {
+    let w = Arc::new(World::new(config(1, 1, None), 1));
+    w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+    let waiting = FArc::new(HostLock::new());
+    waiting.acquire();
+    let pusher = {
+        let (w, waiting) = (w.clone(), waiting.clone());
+        forksafe_core::sync::spawn_named("pusher".into(), None, move || {
+            // Push op 2 once main waits (its target, op 1 only, is taken
+            // before it registers) or has already returned.
+            let mut round = 0;
+            while w.engine.var_waiters(&w.vars[0]) == 0 && waiting.is_held() {
+                forksafe_core::sync::spin_step(round);
+                round += 1;
+            }
+            let after_the_wait: Callback = Arc::new(move || {
+                waiting.acquire();
+                waiting.release();
+            });
+            let later = Op {
+                call: Some(after_the_wait),
+                ..sync(step(2, &[], &[0]), Lane::Compute)
+            };
+            w.push(&later).unwrap();
+        })
+        .unwrap()
+    };
+    w.engine.wait_for_var(&w.vars[0]).unwrap();
+    waiting.release();
+    pusher.join().unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2]);
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (j): a quiesce races a shutdown while an op is queued. The
+/// quiesce either holds (and the shutdown overrides it) or is refused with
+/// `ShutDown`; either way the queued op runs and the shutdown cancels
+/// nothing (I3, I8). The deadline never fires in a model, so a shutdown
+/// left waiting for an op no worker may take never returns. Threads: main
+/// (shuts down) + quiescer + 1 compute.
+pub fn quiesce_races_shutdown() {
+    let w = Arc::new(World::new(config(1, 1, None), 1));
+    w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+    let quiescer = {
+        let w = w.clone();
+        forksafe_core::sync::spawn_named("quiescer".into(), None, move || {
+            match w.engine.quiesce(LONG) {
+                Ok(guard) => drop(guard),
+                Err(Error::ShutDown) => {}
+                Err(e) => panic!("quiesce returned {e:?}"),
+            }
+        })
+        .unwrap()
+    };
+    let report = w.engine.shutdown(LONG).unwrap();
+    quiescer.join().unwrap();
+    assert!(
+        report.cancelled.is_empty(),
+        "the shutdown cancelled a queued op: dispatch stayed paused (I3, I8): {report:?}"
+    );
+    assert_eq!(w.ran(), vec![1]);
 }
