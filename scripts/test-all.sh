@@ -7,7 +7,7 @@
 #   bash scripts/test-all.sh loom shuttle    only the named stages
 #
 # Stages, in order (each prints a header and its wall time):
-#   plain    cargo test --workspace            (unit, integration, doc tests,
+#   plain    cargo test --workspace --no-fail-fast   (unit, integration, doc tests,
 #                                               real-fork tests; [profile.test]
 #                                               is opt-level 2)
 #   loom     RUSTFLAGS="--cfg loom" cargo test -p forksafe-models --tests
@@ -102,7 +102,9 @@ require_tests() {
 }
 
 stage_plain() {
-    cargo test --workspace
+    # --no-fail-fast: every test binary runs even after one fails, so a
+    # flaky watchdog in one fork test never hides a failure in another.
+    cargo test --workspace --no-fail-fast
 }
 
 stage_loom() {
