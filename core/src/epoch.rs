@@ -48,11 +48,13 @@ impl EpochCell {
     }
 
     /// The epoch the state was last settled in.
+    #[inline]
     pub(crate) fn get(&self) -> u64 {
         self.settled.load(Ordering::Acquire)
     }
 
     /// Whether the state belongs to `epoch`.
+    #[inline]
     pub(crate) fn is(&self, epoch: u64) -> bool {
         self.get() == epoch
     }

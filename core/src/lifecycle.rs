@@ -85,9 +85,11 @@ pub fn next(state: State, event: Event) -> Result<State, Error> {
 }
 
 impl State {
+    #[inline]
     pub(crate) fn code(self) -> usize {
         self as usize
     }
+    #[inline]
     pub(crate) fn from_code(code: usize) -> State {
         match code {
             0 => State::Running,

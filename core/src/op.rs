@@ -57,6 +57,7 @@ pub(crate) enum OpStatus {
 impl OpStatus {
     /// The status's bits in the state word. `Done` has every status bit
     /// set, so one `fetch_or` ends any status.
+    #[inline]
     const fn bits(self) -> u64 {
         match self {
             OpStatus::Queued => 0,
@@ -65,6 +66,7 @@ impl OpStatus {
         }
     }
 
+    #[inline]
     fn from_bits(bits: u64) -> OpStatus {
         match bits & STATUS {
             0 => OpStatus::Queued,

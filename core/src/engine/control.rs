@@ -73,11 +73,13 @@ impl ControlCell {
     }
 
     /// Takes the control lock.
+    #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, Control> {
         self.ctl.lock()
     }
 
     /// The lifecycle state, without the lock.
+    #[inline]
     pub(crate) fn state(&self) -> State {
         State::from_code(self.mirror.load(Ordering::Acquire))
     }

@@ -66,6 +66,7 @@ impl Waiters {
     /// After a completion removed an op from a live shard, with that
     /// shard's lock held: adds to `wake` every waiter whose limit the
     /// shard's lowest live id (`None`: empty) is at or past.
+    #[inline]
     pub(crate) fn wake_all_past(&self, lowest: Option<u64>, wake: &mut Vec<Thread>) {
         if self.all_waiting.load(Ordering::SeqCst) == 0 || control!(LostNotify) {
             return;
@@ -78,6 +79,7 @@ impl Waiters {
     }
 
     /// Model builds: registers the calling thread for a deadline event.
+    #[inline]
     pub(crate) fn register_timed(&self, deadline: Option<crate::sync::Instant>) {
         if MODEL_BUILD && deadline.is_some() {
             self.timed.lock().push(crate::sync::current_thread());
