@@ -126,8 +126,9 @@ fn spec(step: &Step, world: &Arc<World>, vars: &[Var<Job>]) -> OpSpec<Job> {
     }
 }
 
-fn run(seed: u64, ops: usize, workers: usize) {
-    let steps = program(seed, ops);
+/// An engine of `workers` compute workers and 2 host workers in a domain
+/// of its own, its `VARS` vars, and a world for `ops` ops.
+fn setup(ops: usize, workers: usize) -> (Engine<Job>, Vec<Var<Job>>, Arc<World>) {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
     let config = Config {
         compute_workers: workers,
@@ -140,6 +141,12 @@ fn run(seed: u64, ops: usize, workers: usize) {
         mem: Mutex::new(vec![0; VARS]),
         runs: (0..ops).map(|_| AtomicUsize::new(0)).collect(),
     });
+    (engine, vars, world)
+}
+
+fn run(seed: u64, ops: usize, workers: usize) {
+    let steps = program(seed, ops);
+    let (engine, vars, world) = setup(ops, workers);
     for (i, step) in steps.iter().enumerate() {
         engine.push(spec(step, &world, &vars)).unwrap();
         if i % 500 == 499 {
@@ -216,19 +223,7 @@ const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// `wait_all_timeout` must end well inside its limit (a cross-var cycle
 /// from inconsistent queue orders would leave ops waiting for ever).
 fn run_pushers(seed: u64, pushers: usize, per_pusher: usize, workers: usize) {
-    let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let config = Config {
-        compute_workers: workers,
-        host_workers: 2,
-        ..Config::default()
-    };
-    let engine = Engine::<Job>::new(domain, config).unwrap();
-    let vars: Vec<Var<Job>> = (0..VARS).map(|_| engine.new_var().unwrap()).collect();
-    let ops = pushers * per_pusher;
-    let world = Arc::new(World {
-        mem: Mutex::new(vec![0; VARS]),
-        runs: (0..ops).map(|_| AtomicUsize::new(0)).collect(),
-    });
+    let (engine, vars, world) = setup(pushers * per_pusher, workers);
     let start = std::sync::Barrier::new(pushers);
     let mut pushed: Vec<(u64, Step)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..pushers)
