@@ -61,6 +61,20 @@ pub enum Mutant {
     /// quiesce refused with `ShutDown` leaves the lanes paused, and the
     /// shutdown's queued ops never run (breaks I3 and I8).
     PauseBeforeStateCheck,
+    /// A completion leaves its fork-gate section as soon as it has marked
+    /// the op done, and does its bookkeeping (vars, errors, lane count,
+    /// live index, dispatch) outside it: a fork can copy a half-done
+    /// completion and an engine lock held by the completing thread (breaks
+    /// I5 and I6; the fork-point check, docs/DESIGN.md "The fork point").
+    CompletionOutsideSection,
+    /// An op skipped because a var it touches is poisoned completes as if
+    /// it succeeded: what it writes is not poisoned, and ops after it run
+    /// on data the failed op never produced (breaks I7).
+    SkippedOpPassesNothing,
+    /// A body runs while its worker holds its lane's lock: a callback
+    /// from the body into the engine that needs that lock waits for its
+    /// own thread (breaks H1).
+    BodyUnderLaneLock,
 }
 
 crate::sync::os_thread_local! {

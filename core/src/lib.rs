@@ -104,6 +104,14 @@ macro_rules! control {
             $e;
         }
     };
+    ($m:ident => let $name:ident = $e:expr) => {
+        #[cfg(any(loom, shuttle))]
+        let $name = if crate::controls::active(crate::controls::Mutant::$m) {
+            Some($e)
+        } else {
+            None
+        };
+    };
 }
 
 pub mod sync;
@@ -132,12 +140,12 @@ mod var;
 
 pub use domain::ForkDomain;
 pub use drain::DomainQuiesce;
-#[cfg(any(loom, shuttle))]
-pub use engine::ForkSnapshot;
 pub use engine::{
     CompletionToken, Config, Engine, ForkReport, Payload, QuiesceGuard, ShutdownReport,
     DEFAULT_MAX_STAND_INS,
 };
+#[cfg(any(loom, shuttle))]
+pub use engine::{EngineLock, ForkPoint, ForkSnapshot};
 pub use error::{Error, OpError, OpErrorKind, Result};
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;

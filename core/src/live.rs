@@ -51,6 +51,14 @@ impl<P> LiveIndex<P> {
         &self.shards[shard]
     }
 
+    /// Model builds: the shards' locks, for the fork-point check.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn watched(&self) -> impl Iterator<Item = &dyn crate::sync::ForkWatched> {
+        self.shards
+            .iter()
+            .map(|s| s as &dyn crate::sync::ForkWatched)
+    }
+
     /// The live op `id`, if it has not completed.
     pub(crate) fn get(&self, id: u64) -> Option<Arc<OpCell<P>>> {
         self.shard(id).lock().get(id).cloned()

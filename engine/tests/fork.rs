@@ -42,6 +42,9 @@ const CHILD_LIMIT: Duration = Duration::from_secs(30);
 fn main() {
     if let Ok(name) = std::env::var("FORKSAFE_SCENARIO") {
         quiet_panics();
+        // Some scenarios fork with `forksafe::fork`: map the stage board
+        // first, so their children's stages reach the watchdog.
+        support::stage_board();
         let Some((_, f)) = SCENARIOS.iter().find(|(n, _)| *n == name) else {
             say(&format!("no scenario {name}\n"));
             std::process::exit(3);

@@ -59,8 +59,14 @@ fn main() {
     let mut failure = None;
     for round in 0..rounds {
         let result = fork_raw(|| {
+            stage("child: first call (settles), then new_var");
             settles(&e)?;
-            let pid = fork_raw(|| settles(&e).map(|()| String::new()))?;
+            stage("child: forks the grandchild");
+            let pid = fork_raw(|| {
+                stage("grandchild: first call (settles), then new_var");
+                settles(&e).map(|()| String::new())
+            })?;
+            stage("child: waits for the grandchild");
             wait_child(pid, Duration::from_secs(10))?;
             Ok(String::new())
         })

@@ -208,6 +208,48 @@ fn pause_before_state_check() {
     check("pause_before_state_check", quiesce_races_shutdown);
 }
 
+/// (k) `common::completion_races_fork`: with the mutant a completion does
+/// its bookkeeping outside its gate section, and the fork-point check
+/// finds a completion half done or an engine lock held. Threads: main +
+/// 1 compute.
+fn completion_outside_section() {
+    check("completion_outside_section", || {
+        completion_races_fork(true);
+    });
+}
+
+/// (k), the child layer on its own: the parent takes its snapshots
+/// without the fork-point check, and each child model inherits the locks
+/// its fork point held; the child's settle takes them and fails where the
+/// real child would hang. Threads: parent main + 1 compute; child main.
+fn completion_outside_section_child() {
+    let snaps = Snapshots::default();
+    let s = snaps.clone();
+    check("completion_outside_section_parent", move || {
+        let (snap, pushed) = completion_races_fork(false);
+        s.add(snap, pushed);
+    });
+    for (i, (snap, _)) in snaps.take().into_iter().enumerate() {
+        check(
+            &format!("completion_outside_section_child[{i}]"),
+            move || child_of_completion_race(&snap),
+        );
+    }
+}
+
+/// (l) `common::poison_passes_on`: with the mutant the skipped op passes
+/// no poison on. Threads: main + 1 compute.
+fn skipped_op_passes_nothing() {
+    check("skipped_op_passes_nothing", poison_passes_on);
+}
+
+/// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
+/// under its lane's lock, and its push waits for its own thread. Threads:
+/// main + 1 compute.
+fn body_under_lane_lock() {
+    check("body_under_lane_lock", body_pushes_onto_its_lane);
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
@@ -220,6 +262,9 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::PrepareSkipsSettle,
         Mutant::WakeOnlyWhenNoWrites,
         Mutant::PauseBeforeStateCheck,
+        Mutant::CompletionOutsideSection,
+        Mutant::SkippedOpPassesNothing,
+        Mutant::BodyUnderLaneLock,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -237,10 +282,15 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::PrepareSkipsSettle => prepare_skips_settle,
         Mutant::WakeOnlyWhenNoWrites => wake_only_when_no_writes,
         Mutant::PauseBeforeStateCheck => pause_before_state_check,
+        Mutant::CompletionOutsideSection => completion_outside_section,
+        Mutant::SkippedOpPassesNothing => skipped_op_passes_nothing,
+        Mutant::BodyUnderLaneLock => body_under_lane_lock,
     }
 }
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
+/// Set (to anything) to run a mutant's child-layer scenario instead.
+const CHILD_LAYER_ENV: &str = "FORKSAFE_LOOM_CHILD_LAYER";
 
 /// Not a control by itself: the child process of a `caught_*` test runs
 /// the scenario of the mutant named in `FORKSAFE_LOOM_MUTANT` here, with
@@ -261,10 +311,17 @@ fn mutant_run() {
         "PrepareSkipsSettle" => Mutant::PrepareSkipsSettle,
         "WakeOnlyWhenNoWrites" => Mutant::WakeOnlyWhenNoWrites,
         "PauseBeforeStateCheck" => Mutant::PauseBeforeStateCheck,
+        "CompletionOutsideSection" => Mutant::CompletionOutsideSection,
+        "SkippedOpPassesNothing" => Mutant::SkippedOpPassesNothing,
+        "BodyUnderLaneLock" => Mutant::BodyUnderLaneLock,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
-    scenario(m)();
+    match (m, std::env::var_os(CHILD_LAYER_ENV).is_some()) {
+        (Mutant::CompletionOutsideSection, true) => completion_outside_section_child(),
+        (_, true) => panic!("{name} has no child-layer scenario"),
+        (_, false) => scenario(m)(),
+    }
     mutant::set(None);
     eprintln!("MUTANT NOT CAUGHT: {name}");
 }
@@ -272,12 +329,19 @@ fn mutant_run() {
 /// Runs the scenario of `m` in a child process with `m` on; returns the
 /// panic messages loom failed with. Panics if the child succeeded.
 fn caught(m: Mutant) -> String {
+    caught_in(m, false)
+}
+
+/// [`caught`], running `m`'s child-layer scenario if `child_layer`.
+fn caught_in(m: Mutant, child_layer: bool) -> String {
     let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new(exe)
-        .args(["mutant_run", "--exact", "--nocapture", "--test-threads=1"])
-        .env(MUTANT_ENV, format!("{m:?}"))
-        .output()
-        .expect("run the mutant in a child process");
+    let mut cmd = Command::new(exe);
+    cmd.args(["mutant_run", "--exact", "--nocapture", "--test-threads=1"])
+        .env(MUTANT_ENV, format!("{m:?}"));
+    if child_layer {
+        cmd.env(CHILD_LAYER_ENV, "1");
+    }
+    let out = cmd.output().expect("run the mutant in a child process");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -419,6 +483,55 @@ fn caught_pause_before_state_check() {
 #[test]
 fn sound_pause_before_state_check() {
     pause_before_state_check();
+}
+
+#[test]
+fn caught_completion_outside_section() {
+    let msg = caught(Mutant::CompletionOutsideSection);
+    assert!(
+        msg.contains("fork-point check"),
+        "expected the fork-point check, got: {msg}"
+    );
+}
+
+#[test]
+fn caught_completion_outside_section_by_the_child() {
+    let msg = caught_in(Mutant::CompletionOutsideSection, true);
+    assert!(
+        msg.contains("held at the fork point"),
+        "expected the child to find a lock the fork point held, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_completion_outside_section() {
+    completion_outside_section();
+    completion_outside_section_child();
+}
+
+#[test]
+fn caught_skipped_op_passes_nothing() {
+    let msg = caught(Mutant::SkippedOpPassesNothing);
+    assert!(
+        msg.contains("a skipped op passed no poison on"),
+        "expected the I7 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_skipped_op_passes_nothing() {
+    skipped_op_passes_nothing();
+}
+
+#[test]
+fn caught_body_under_lane_lock() {
+    let msg = caught(Mutant::BodyUnderLaneLock);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_body_under_lane_lock() {
+    body_under_lane_lock();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

@@ -358,3 +358,75 @@ fn caught_pause_before_state_check() {
 fn sound_pause_before_state_check() {
     sound(quiesce_races_shutdown);
 }
+
+/// (k) `common::completion_races_fork`: with the mutant a completion does
+/// its bookkeeping outside its gate section, and the fork-point check
+/// finds a completion half done or an engine lock held.
+fn completion_outside_section() {
+    completion_races_fork(true);
+}
+
+/// (k), the child layer on its own: the snapshot is taken without the
+/// fork-point check, and the child world built from it inherits the
+/// locks its fork point held; its settle takes them and fails where the
+/// real child would hang.
+fn completion_outside_section_child() {
+    let (snap, _) = completion_races_fork(false);
+    child_of_completion_race(&snap);
+}
+
+#[test]
+fn caught_completion_outside_section() {
+    let msg = caught(Mutant::CompletionOutsideSection, completion_outside_section);
+    assert!(
+        msg.contains("fork-point check"),
+        "expected the fork-point check, got: {msg}"
+    );
+}
+
+#[test]
+fn caught_completion_outside_section_by_the_child() {
+    let msg = caught(
+        Mutant::CompletionOutsideSection,
+        completion_outside_section_child,
+    );
+    assert!(
+        msg.contains("held at the fork point"),
+        "expected the child to find a lock the fork point held, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_completion_outside_section() {
+    sound(completion_outside_section);
+    sound(completion_outside_section_child);
+}
+
+/// (l) `common::poison_passes_on`: with the mutant the skipped op passes
+/// no poison on.
+#[test]
+fn caught_skipped_op_passes_nothing() {
+    let msg = caught(Mutant::SkippedOpPassesNothing, poison_passes_on);
+    assert!(
+        msg.contains("a skipped op passed no poison on"),
+        "expected the I7 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_skipped_op_passes_nothing() {
+    sound(poison_passes_on);
+}
+
+/// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
+/// under its lane's lock, and its push waits for its own thread.
+#[test]
+fn caught_body_under_lane_lock() {
+    let msg = caught(Mutant::BodyUnderLaneLock, body_pushes_onto_its_lane);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_body_under_lane_lock() {
+    sound(body_pushes_onto_its_lane);
+}

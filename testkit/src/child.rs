@@ -10,9 +10,18 @@
 //!
 //! Limits are far above a healthy run's time; on a slow or loaded machine
 //! `FORKSAFE_WATCHDOG_SCALE=N` multiplies every one of them
-//! ([`watchdog_scale`]).
+//! ([`watchdog_scale`]; CI sets 3).
+//!
+//! When the watchdog fires it says which child hung and where: a child
+//! names its current stage with [`stage`] (plain stores into a shared
+//! anonymous mapping, [`stage_board`], that every descendant of the
+//! process inherits: nothing a fork child cannot do), and the watchdog
+//! reads the hung child's last stage and, where `gdb` is installed, its
+//! threads' stacks, before it kills it.
 
 use forksafe_core::sync::{park_until, Clock};
+#[cfg(not(any(loom, shuttle)))]
+use forksafe_core::sync::{AtomicUsize, Ordering};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, getpid, ForkResult, Pid};
@@ -32,6 +41,164 @@ pub fn watchdog_scale() -> u32 {
 /// `limit` scaled by [`watchdog_scale`].
 pub fn scaled(limit: Duration) -> Duration {
     limit * watchdog_scale()
+}
+
+/// Slots of the stage board: one per child, by pid modulo this.
+#[cfg_attr(any(loom, shuttle), allow(dead_code))]
+const STAGE_SLOTS: usize = 256;
+/// Bytes per slot: the pid (4), the text's length (1), the text.
+const STAGE_SLOT_BYTES: usize = 128;
+const STAGE_TEXT: usize = STAGE_SLOT_BYTES - 5;
+
+/// The stage board's address (0: not mapped in this process lineage yet).
+#[cfg(not(any(loom, shuttle)))]
+static STAGE_BOARD: AtomicUsize = AtomicUsize::new(0);
+
+/// Maps the stage board if this process has none (a shared anonymous
+/// mapping of 32 KiB, inherited by every later fork child and shared with
+/// it). [`fork_raw`] calls it; a test that forks another way
+/// (`forksafe::fork`, `os.fork`) calls it once before its first fork, or
+/// its children's stages are not seen. Returns whether a board is mapped.
+pub fn stage_board() -> bool {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        if STAGE_BOARD.load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                STAGE_SLOTS * STAGE_SLOT_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        if STAGE_BOARD
+            .compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // Another thread mapped one first: keep that one.
+            // SAFETY: `p` is the mapping made above, used by nobody.
+            unsafe { libc::munmap(p, STAGE_SLOTS * STAGE_SLOT_BYTES) };
+        }
+        true
+    }
+    #[cfg(any(loom, shuttle))]
+    false
+}
+
+/// The calling process's slot of the board, with its pid, if mapped.
+fn stage_slot(pid: i32) -> Option<*mut u8> {
+    #[cfg(not(any(loom, shuttle)))]
+    {
+        let base = STAGE_BOARD.load(Ordering::Acquire);
+        if base == 0 {
+            return None;
+        }
+        let i = (pid as u32 as usize) % STAGE_SLOTS;
+        Some((base + i * STAGE_SLOT_BYTES) as *mut u8)
+    }
+    #[cfg(any(loom, shuttle))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Names the stage the calling process is at (the first 123 bytes of
+/// `what`), for the watchdog to print if it hangs there. Safe in a fork
+/// child: plain stores, no lock, no allocation. Without a board (see
+/// [`stage_board`]) it does nothing.
+pub fn stage(what: &str) {
+    let pid = getpid().as_raw();
+    let Some(slot) = stage_slot(pid) else {
+        return;
+    };
+    let text = &what.as_bytes()[..what.len().min(STAGE_TEXT)];
+    // SAFETY: `slot` points at this pid's 128 bytes of the live board,
+    // which is never unmapped; volatile stores, since another process
+    // (the watchdog) reads them.
+    unsafe {
+        std::ptr::write_volatile(slot.add(4), 0);
+        for (i, b) in text.iter().enumerate() {
+            std::ptr::write_volatile(slot.add(5 + i), *b);
+        }
+        std::ptr::write_volatile(slot.cast::<i32>(), pid);
+        std::ptr::write_volatile(slot.add(4), text.len() as u8);
+    }
+}
+
+/// The last stage `pid` named, if it named one on this process's board.
+pub fn stage_of(pid: Pid) -> Option<String> {
+    let slot = stage_slot(pid.as_raw())?;
+    // SAFETY: reads 128 bytes of the live board; a child writing meanwhile
+    // can only make the text stale or cut, never read out of bounds (the
+    // length is capped).
+    unsafe {
+        if std::ptr::read_volatile(slot.cast::<i32>()) != pid.as_raw() {
+            return None;
+        }
+        let len = usize::from(std::ptr::read_volatile(slot.add(4))).min(STAGE_TEXT);
+        let bytes: Vec<u8> = (0..len)
+            .map(|i| std::ptr::read_volatile(slot.add(5 + i)))
+            .collect();
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// Every thread's stack of `pid` from `gdb -batch` (at most 60 s, 16 KiB of
+/// it), or why there is none.
+pub fn stacks_of(pid: Pid) -> String {
+    use std::process::{Command, Stdio};
+    let child = Command::new("gdb")
+        .args(["-batch", "-nx", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt 30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return format!("(no stack: gdb did not start: {e})"),
+    };
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let clock = Clock::new();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < give_up => {
+                park_until(
+                    &clock,
+                    Some(clock.deadline_after(Duration::from_millis(20))),
+                );
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return "(no stack: gdb took over 60 s)".into();
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        use std::io::Read;
+        let _ = stdout.read_to_string(&mut out);
+    }
+    let stacks: String = out
+        .lines()
+        .filter(|l| l.starts_with('#') || l.starts_with("Thread "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if stacks.is_empty() {
+        return "(no stack: gdb printed none)".into();
+    }
+    stacks.chars().take(16 * 1024).collect()
 }
 
 /// Writes `msg` to `fd` with `write(2)` calls only: no std lock, so it is
@@ -104,6 +271,7 @@ pub fn child_exit(f: impl FnOnce() -> Result<String, String>) -> ! {
 /// binary without libtest's threads (`harness = false`), or one whose
 /// other threads are the engine's.
 pub fn fork_raw(f: impl FnOnce() -> Result<String, String>) -> Result<Pid, String> {
+    stage_board();
     // SAFETY: the child only runs `f`, reports with write(2) and leaves
     // with _exit.
     match unsafe { fork() } {
@@ -114,7 +282,9 @@ pub fn fork_raw(f: impl FnOnce() -> Result<String, String>) -> Result<Pid, Strin
 }
 
 /// The watchdog: waits for `pid`; kills it and fails once `limit` (scaled
-/// by [`watchdog_scale`]) has passed. `Ok` only for an exit status of 0.
+/// by [`watchdog_scale`]) has passed, saying at which [`stage`] the child
+/// was and, if `gdb` is installed, with its threads' stacks. `Ok` only for
+/// an exit status of 0.
 pub fn wait_child(pid: Pid, limit: Duration) -> Result<(), String> {
     let limit = scaled(limit);
     let deadline = Instant::now() + limit;
@@ -124,9 +294,15 @@ pub fn wait_child(pid: Pid, limit: Duration) -> Result<(), String> {
         match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::StillAlive) => {
                 if Instant::now() > deadline {
+                    let at = stage_of(pid).unwrap_or_else(|| "(no stage named)".into());
+                    let stacks = stacks_of(pid);
                     let _ = kill(pid, Signal::SIGKILL);
                     let _ = waitpid(pid, None);
-                    return Err(format!("child {pid} hung: killed after {limit:?}"));
+                    return Err(format!(
+                        "child {pid} hung at stage \"{at}\": killed after {limit:?} \
+                         (FORKSAFE_WATCHDOG_SCALE={})\n{stacks}",
+                        watchdog_scale()
+                    ));
                 }
                 park_until(&clock, Some(clock.deadline_after(nap)));
                 nap = (nap * 2).min(Duration::from_millis(5));
@@ -178,5 +354,36 @@ mod tests {
         };
         let err = wait_child(hung, Duration::from_millis(200)).unwrap_err();
         assert!(err.contains("hung"), "{err}");
+    }
+
+    #[test]
+    fn a_hung_child_is_reported_at_its_last_stage() {
+        // The child only names stages and calls pause(2) until it is
+        // killed: no lock libtest's vanished threads could hold.
+        let hung = fork_raw(|| {
+            stage("setting up");
+            stage("waiting for a wake-up that never comes");
+            loop {
+                // SAFETY: pause(2) has no preconditions.
+                unsafe { libc::pause() };
+            }
+        })
+        .unwrap();
+        let err = wait_child(hung, Duration::from_millis(300)).unwrap_err();
+        assert!(
+            err.contains("hung at stage \"waiting for a wake-up that never comes\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_stage_is_cut_to_its_slot_and_read_back_whole() {
+        assert!(stage_board());
+        let long = "x".repeat(500);
+        stage(&long);
+        let me = getpid();
+        assert_eq!(stage_of(me), Some("x".repeat(STAGE_TEXT)));
+        stage("short");
+        assert_eq!(stage_of(me).as_deref(), Some("short"));
     }
 }

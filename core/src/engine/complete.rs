@@ -123,6 +123,10 @@ impl<P: Payload> Shared<P> {
                     }),
                 };
             };
+            // From here to the end of the section the completion is half
+            // done: a fork must never copy it (I5, I6; the fork-point check).
+            let _completing = this.completing.enter();
+            control!(CompletionOutsideSection => drop(_section));
             let (error, raised) = match outcome {
                 Outcome::Ok | Outcome::Pending => (None, false),
                 Outcome::Raised(e) => (Some(e), true),

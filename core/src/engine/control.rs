@@ -93,6 +93,12 @@ impl ControlCell {
         Ok(state)
     }
 
+    /// Model builds: the lock itself, for the fork-point check.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn watched(&self) -> &dyn crate::sync::ForkWatched {
+        &self.ctl
+    }
+
     /// Model snapshots: a rebuilt child starts in the copied state.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn restore(&self, ctl: &mut Control, state: State) {

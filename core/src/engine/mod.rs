@@ -6,6 +6,8 @@
 mod complete;
 mod control;
 mod fork;
+#[cfg(any(loom, shuttle))]
+mod fork_point;
 mod push;
 mod quiesce;
 mod shutdown;
@@ -19,6 +21,8 @@ mod worker;
 mod worker_tests;
 
 pub use fork::ForkReport;
+#[cfg(any(loom, shuttle))]
+pub use fork_point::{EngineLock, ForkPoint};
 pub use quiesce::QuiesceGuard;
 pub use shutdown::ShutdownReport;
 #[cfg(any(loom, shuttle))]
@@ -36,7 +40,7 @@ use crate::op_info::Lane;
 use crate::ready::LaneState;
 use crate::spec::Var;
 use crate::sync::{
-    Arc, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, MODEL_BUILD,
+    Arc, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, Tally, MODEL_BUILD,
 };
 use crate::trace::{TraceEvent, Tracer};
 use crate::var::VarState;
@@ -168,6 +172,9 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) exits: Exits,
     /// The optional op timeline.
     pub(crate) tracer: Tracer,
+    /// Threads inside a completion's bookkeeping (model builds count them,
+    /// for the fork-point check; production keeps nothing).
+    pub(crate) completing: Tally,
 }
 
 /// A dependency engine over payload `P` (docs/DESIGN.md). Dropping it shuts it
@@ -284,6 +291,7 @@ impl<P: Payload> Engine<P> {
             carried: AtomicU64::new(0),
             exits: Exits::new(),
             tracer: Tracer::new(),
+            completing: Tally::new(),
         });
         domain.register(Box::new(Member(shared.clone())))?;
         Ok(Engine { shared })

@@ -1,11 +1,15 @@
 //! Model builds only: fork as the OS does it. At prepare's fork point (gate
-//! closed, no section open) the parent model copies the engine into plain
-//! data; a child model rebuilds an engine from that copy with fresh
-//! primitives, in a domain whose epoch has moved on, and its first call
-//! settles it exactly as a real child would (docs/DESIGN.md, "How the models
-//! check this"). loom allows few threads per run and never reuses one, so
-//! the two worlds run as two models.
+//! closed, no section open) the parent model checks the fork point
+//! (`fork_point.rs`: no engine lock held, no completion half done) and
+//! copies the engine into plain data; a child model rebuilds an engine from
+//! that copy with fresh primitives, except that a lock held at the fork
+//! point stays held by nobody the child has, in a domain whose epoch has
+//! moved on, and its first call settles it exactly as a real child would
+//! (docs/DESIGN.md, "How the models check this" and "The fork point").
+//! loom allows few threads per run and never reuses one, so the two worlds
+//! run as two models.
 
+use super::fork_point::ForkPoint;
 use super::Payload;
 use super::{Config, Engine};
 use crate::domain::ForkDomain;
@@ -36,6 +40,8 @@ pub struct ForkSnapshot<P> {
     /// Sections the fork gate counted at the fork point: the OS copies the
     /// count with the rest, and the child has no thread to take any back.
     gate_count: usize,
+    /// The locks held and the completions in progress at the fork point.
+    at_fork: ForkPoint,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -75,13 +81,38 @@ impl<P: Payload + Clone> Engine<P> {
     /// Copies the engine at the fork point: call between
     /// [`ForkDomain::prepare`] and [`ForkDomain::parent`] on the forking
     /// thread. `vars` are the vars the child model will use (an engine keeps
-    /// no list of idle vars). [`Error::ForkInProgress`] is never returned;
+    /// no list of idle vars, and `vars` must include every var of a
+    /// pending op). [`Error::ForkInProgress`] is never returned;
     /// [`Error::InvalidConfig`] if the fork gate is open.
+    ///
+    /// # Panics
+    ///
+    /// If the fork point is not clean (see [`ForkPoint`]): a thread holds
+    /// an engine lock or is inside a completion. That is the model's
+    /// fork-point check failing; the real child would inherit the lock
+    /// held or the completion half done.
     pub fn fork_snapshot(&self, vars: &[Var<P>]) -> Result<ForkSnapshot<P>> {
+        let snap = self.fork_snapshot_as_is(vars)?;
+        assert!(
+            snap.at_fork.is_clean(),
+            "fork-point check: {}; a real child would inherit this (docs/DESIGN.md, \"The fork \
+             point\")",
+            snap.at_fork
+        );
+        Ok(snap)
+    }
+
+    /// [`Engine::fork_snapshot`] without the fork-point check: the copy
+    /// records what the fork point held, and a child built from it inherits
+    /// those locks held. For the models that show the child layer catches
+    /// an unclean fork point on its own.
+    pub fn fork_snapshot_as_is(&self, vars: &[Var<P>]) -> Result<ForkSnapshot<P>> {
         let s = &self.shared;
         if s.gate.try_enter().is_some() {
             return Err(Error::InvalidConfig("fork_snapshot outside a fork window"));
         }
+        // First, before this thread takes any lock: the fork instant.
+        let at_fork = s.fork_point(vars);
         let ops: Vec<OpCopy<P>> = s
             .live
             .all()
@@ -143,6 +174,7 @@ impl<P: Payload + Clone> Engine<P> {
             vars: var_copies,
             lanes,
             gate_count: s.gate.counted(),
+            at_fork,
         })
     }
 
@@ -243,8 +275,14 @@ impl<P: Payload + Clone> Engine<P> {
         s.next_op.store(snap.next_op, Ordering::Release);
         s.next_var.store(snap.next_var, Ordering::Release);
         s.epoch.set(snap.epoch);
-        // As at the fork point: the gate is closed until the child settles.
+        // As at the fork point: the gate is closed until the child settles,
+        // and a lock held there is held by a thread the child does not have.
         s.gate.close();
+        s.each_lock(&vars, |name, lock| {
+            if snap.at_fork.held.contains(&name) {
+                lock.inherit_held();
+            }
+        });
         Ok((engine, vars))
     }
 }
@@ -266,6 +304,12 @@ impl<P: Payload> Engine<P> {
 }
 
 impl<P> ForkSnapshot<P> {
+    /// What the fork point held (clean unless taken with
+    /// [`Engine::fork_snapshot_as_is`]).
+    pub fn fork_point(&self) -> &ForkPoint {
+        &self.at_fork
+    }
+
     /// Ids of the ops pending at the fork.
     pub fn pending_ops(&self) -> Vec<u64> {
         self.ops.iter().map(|o| o.info.id).collect()

@@ -93,6 +93,14 @@ impl Waiters {
         self.timed.lock().drain(..).collect()
     }
 
+    /// Model builds: the `wait_all` waiters' lock, for the fork-point
+    /// check. (The timed waiters' lock exists only in model builds, so a
+    /// real fork never copies it.)
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn watched(&self) -> &dyn crate::sync::ForkWatched {
+        &self.all
+    }
+
     /// Fork child: the parent's waiters are gone.
     pub(crate) fn reset_in_child(&self) {
         self.all.lock().clear();

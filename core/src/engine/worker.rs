@@ -372,6 +372,7 @@ impl<P: Payload> Shared<P> {
             if lane == Lane::Host && host_allowed {
                 this.leave_bridge();
             }
+            control!(SkippedOpPassesNothing => return Outcome::Ok);
             return Outcome::Passed(err);
         }
         if !host_allowed {
@@ -389,6 +390,7 @@ impl<P: Payload> Shared<P> {
             op: op.id,
         });
         let traced = this.tracer.start();
+        control!(BodyUnderLaneLock => let held_lane = this.lane(lane).lock());
         let result = match lane {
             Lane::Compute => catch_unwind(AssertUnwindSafe(|| payload.run(token))),
             Lane::Host => crate::host::with_host(&*this.bridge, || {
@@ -396,6 +398,7 @@ impl<P: Payload> Shared<P> {
             }),
         };
         drop(running);
+        control!(BodyUnderLaneLock => drop(held_lane));
         if let Some(start) = traced {
             // In a section, so no thread holds the recorder's lock at a fork.
             if let Ok(_section) = this.enter() {

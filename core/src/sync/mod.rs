@@ -67,15 +67,24 @@ pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
 mod lock_order;
 pub use lock_order::LockRank;
 
+mod fork_watch;
+#[cfg(any(loom, shuttle))]
+pub use fork_watch::ForkWatched;
+pub use fork_watch::{Tally, TallyGuard};
+
 /// A mutex whose poisoning is ignored: engine state is only mutated in short
 /// sections that cannot panic half-way through user code (op bodies never
 /// run under an engine lock, rule H1). Each has a [`LockRank`]; debug builds
-/// check that a thread takes locks in rank order (see `lock_order`).
+/// check that a thread takes locks in rank order (see `lock_order`). Model
+/// builds also track whether it is held, for the fork-point check
+/// (`fork_watch`).
 #[derive(Debug, Default)]
 pub struct Mutex<T> {
     inner: imp::sync::Mutex<T>,
-    #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+    #[cfg(any(debug_assertions, loom, shuttle))]
     rank: LockRank,
+    #[cfg(any(loom, shuttle))]
+    at_fork: fork_watch::LockAtFork,
 }
 
 /// The guard of a [`Mutex`].
@@ -83,6 +92,8 @@ pub struct MutexGuard<'a, T> {
     guard: imp::sync::MutexGuard<'a, T>,
     #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
     rank: LockRank,
+    #[cfg(any(loom, shuttle))]
+    at_fork: &'a fork_watch::LockAtFork,
 }
 
 impl<T> Mutex<T> {
@@ -97,12 +108,14 @@ impl<T> Mutex<T> {
     const_in_production! {
         /// A new unlocked mutex of `rank` in the lock order.
         pub fn ranked(value: T, rank: LockRank) -> Self {
-            #[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
+            #[cfg(not(any(debug_assertions, loom, shuttle)))]
             let _ = rank;
             Mutex {
                 inner: imp::sync::Mutex::new(value),
-                #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+                #[cfg(any(debug_assertions, loom, shuttle))]
                 rank,
+                #[cfg(any(loom, shuttle))]
+                at_fork: fork_watch::LockAtFork::default(),
             }
         }
     }
@@ -111,15 +124,48 @@ impl<T> Mutex<T> {
     pub fn lock(&self) -> MutexGuard<'_, T> {
         #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
         lock_order::acquire(self.rank);
+        #[cfg(any(loom, shuttle))]
+        self.at_fork.before_lock(&self.rank);
         let guard = match self.inner.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
+        #[cfg(any(loom, shuttle))]
+        self.at_fork.acquired();
         MutexGuard {
             guard,
             #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
             rank: self.rank,
+            #[cfg(any(loom, shuttle))]
+            at_fork: &self.at_fork,
         }
+    }
+}
+
+#[cfg(any(loom, shuttle))]
+impl<T> ForkWatched for Mutex<T> {
+    fn held_at_fork(&self) -> bool {
+        // loom orders two threads' steps only where it sees them touch the
+        // same object (DPOR): a plain read of the flag would never be
+        // ordered against another thread's `lock`, and loom would explore
+        // just one of the two orders. `try_lock` is a step on the lock
+        // itself. (Shuttle schedules without that reduction, and its
+        // `try_lock` is a yield point: there the flag is exact.)
+        #[cfg(loom)]
+        {
+            matches!(
+                self.inner.try_lock(),
+                Err(std::sync::TryLockError::WouldBlock)
+            )
+        }
+        #[cfg(not(loom))]
+        {
+            self.at_fork.is_held()
+        }
+    }
+
+    fn inherit_held(&self) {
+        self.at_fork.orphan();
     }
 }
 
@@ -140,6 +186,15 @@ impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         lock_order::release(self.rank);
+    }
+}
+
+#[cfg(any(loom, shuttle))]
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        // Before the field `guard` releases the lock: no model thread runs
+        // in between (see `fork_watch`).
+        self.at_fork.released();
     }
 }
 

@@ -6,7 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 use forksafe::{Engine, Error, Lane, OpErrorKind, Var};
-pub use forksafe_testkit::child::{child_exit, fork_raw, say, wait_child};
+pub use forksafe_testkit::child::{child_exit, fork_raw, say, stage, stage_board, wait_child};
 pub use forksafe_testkit::counters::{bump, counters, snapshot, Counters};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -92,6 +92,7 @@ pub struct ChildExpect<'a> {
 /// are poisoned with `LostInFork`; the child's own ops run normally.
 /// Returns how many ops were lost.
 pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
+    stage("check_child: first call (the engine settles)");
     let report = e
         .fork_report()
         .map_err(|e| format!("fork_report: {e}"))?
@@ -112,6 +113,7 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
             .ok_or_else(|| format!("unexpected lost op {}", info.name))?;
         lost.insert(i);
     }
+    stage("check_child: wait_all for the inherited ops");
     match e.wait_all_timeout(Duration::from_secs(20)) {
         Ok(()) if lost.is_empty() => {}
         Ok(()) => return Err(format!("{} lost ops but wait_all is Ok", lost.len())),
@@ -137,6 +139,7 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
             return Err(format!("op{i} was running at a drained fork"));
         }
     }
+    stage("check_child: wait_for_var on the vars of lost ops");
     for &i in &lost {
         let var = &x.vars[i % x.vars.len()];
         match e.wait_for_var(var) {
@@ -145,6 +148,7 @@ pub fn check_child(e: &Engine, x: ChildExpect<'_>) -> Result<usize, String> {
         }
     }
     // The child's own work runs, and nothing inherited runs again.
+    stage("check_child: the child's own ops");
     let own = counters(20);
     let v = e.new_var().map_err(|e| e.to_string())?;
     push_counted(e, &own, 0..20, &[v], Lane::Compute, Duration::ZERO)?;
@@ -192,8 +196,12 @@ pub fn fork_rounds(name: &str, workers: usize, before_fork: impl Fn(u32, &Engine
             std::hint::spin_loop();
         }
         // The child leaves with `_exit`; it never returns into this loop.
-        let result = fork_raw(|| child_starts_threads().map(|()| String::new()))
-            .and_then(|pid| wait_child(pid, Duration::from_secs(5)));
+        let label = format!("{name} round {round}: the child starts a thread and runs an op");
+        let result = fork_raw(|| {
+            stage(&label);
+            child_starts_threads().map(|()| String::new())
+        })
+        .and_then(|pid| wait_child(pid, Duration::from_secs(5)));
         if let Err(err) = result {
             say(&format!("    round {round}: {err}\n{name}: FAILED\n"));
             std::process::exit(1);

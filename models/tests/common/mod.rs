@@ -518,3 +518,104 @@ pub fn quiesce_races_shutdown() {
     );
     assert_eq!(w.ran(), vec![1]);
 }
+
+/// Control (k): a worker completes op 1 (its completion hands var 0 to
+/// op 2 and dispatches it) while main forks. Main waits (yielding: no
+/// preemption spent) until op 1's body has run, so the checker's whole
+/// preemption budget goes to where in op 1's completion the fork falls.
+/// The fork point must be clean:
+/// no engine lock held, no completion half done (docs/DESIGN.md, "The fork
+/// point"). `checked`: take the snapshot with the fork-point check
+/// ([`Engine::fork_snapshot`]); otherwise as is, for a child model that
+/// inherits whatever the fork point held. The parent goes on as before
+/// (I6). Returns the snapshot and the program's steps by op id. Threads:
+/// main + 1 compute.
+pub fn completion_races_fork(checked: bool) -> (ForkSnapshot<Job>, Vec<(u64, Step)>) {
+    let w = World::new(config(1, 1, None), 2);
+    let prog = [
+        sync(step(1, &[], &[0]), Lane::Compute),
+        sync(step(2, &[0], &[1]), Lane::Compute),
+    ];
+    let pushed: Vec<(u64, Step)> = prog
+        .iter()
+        .map(|p| (w.push(p).unwrap(), p.step.clone()))
+        .collect();
+    while w.oracle.ran().is_empty() {
+        forksafe_core::sync::spin_step(0);
+    }
+    w.domain.prepare();
+    let snap = if checked {
+        w.engine.fork_snapshot(&w.vars)
+    } else {
+        w.engine.fork_snapshot_as_is(&w.vars)
+    }
+    .unwrap();
+    w.domain.parent();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2], "each parent op once (I6)");
+    w.engine.shutdown(LONG).unwrap();
+    (snap, pushed)
+}
+
+/// The child world of a [`completion_races_fork`] snapshot: its first
+/// call settles it, which takes every var's lock, and the ops pending at
+/// the fork are reported lost (I5). A lock the fork point held fails the
+/// model here, where the real child would hang. Threads: main (the child
+/// pushes nothing: no worker).
+///
+/// On that failure the world is leaked, not dropped: the settle stopped
+/// half-way with the gate closed, and dropping the engine would wait for a
+/// shutdown that a model never times out, hiding the first failure behind
+/// a livelock.
+pub fn child_of_completion_race(snap: &ForkSnapshot<Job>) {
+    let w = std::mem::ManuallyDrop::new(World::child(0, config(1, 1, None), snap));
+    let report = w
+        .engine
+        .fork_report()
+        .unwrap()
+        .expect("the first call settles the child");
+    let lost: Vec<u64> = report.lost.iter().map(|i| i.id).collect();
+    assert_eq!(lost, snap.pending_ops(), "fork report (I5)");
+    let _ = w.engine.wait_all();
+    w.engine.shutdown(LONG).unwrap();
+    drop(std::mem::ManuallyDrop::into_inner(w));
+}
+
+/// Control (l): op 1 fails and poisons var 0; op 2 reads var 0 and writes
+/// var 1, so it is skipped and must pass the poison on: a wait for var 1
+/// returns op 1's error, and op 2's body never runs (I7). Threads: main +
+/// 1 compute.
+pub fn poison_passes_on() {
+    let w = World::new(config(1, 1, None), 2);
+    w.push(&sync(failing(1, &[], &[0]), Lane::Compute)).unwrap();
+    w.push(&sync(step(2, &[0], &[1]), Lane::Compute)).unwrap();
+    match w.engine.wait_for_var(&w.vars[1]) {
+        Err(Error::Poisoned(e)) => assert_eq!(e.op().name, "op1", "the poison names op 1"),
+        r => panic!("a skipped op passed no poison on (I7): wait_for_var returned {r:?}"),
+    }
+    assert_eq!(failed_labels(&w.engine.wait_all()), vec![1]);
+    assert_eq!(w.ran(), vec![1], "a skipped op ran (I7)");
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (m): op 1's body calls back into the engine, pushing op 2 on
+/// its own lane, which is ready at once, so the push dispatches it under
+/// the lane's lock. A body runs under no engine lock (H1), so the callback
+/// never waits for its own thread. Threads: main + 1 compute.
+pub fn body_pushes_onto_its_lane() {
+    let w = Arc::new(World::new(config(1, 1, None), 2));
+    let weak = Arc::downgrade(&w);
+    let push_from_body: Callback = Arc::new(move || {
+        let w = weak.upgrade().expect("world alive while its ops run");
+        w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
+    });
+    let op1 = Op {
+        call: Some(push_from_body),
+        ..sync(step(1, &[], &[0]), Lane::Compute)
+    };
+    w.push(&op1).unwrap();
+    w.engine.wait_all().unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2]);
+    w.engine.shutdown(LONG).unwrap();
+}
