@@ -16,7 +16,9 @@
 #   shuttle  RUSTFLAGS="--cfg shuttle" cargo test -p forksafe-models --tests
 #              --target-dir target/shuttle
 #            shuttle models live in models/tests/shuttle_*.rs, gated #![cfg(shuttle)].
-#   demo     cargo run --release -p forksafe --example fork_demo
+#   demo     cargo run --release -p forksafe --example fork_demo, then
+#            --example pipeline (data vars, values out of ops, a failing
+#            stage, a panic, a fork with ops queued)
 #   python   bash scripts/test-python.sh: a fresh venv, `pip install ./python`
 #            (the PyO3 binding, built by maturin into target/python), pytest
 #            with per-test timings
@@ -126,6 +128,7 @@ stage_shuttle() {
 stage_demo() {
     if [ -f engine/examples/fork_demo.rs ]; then
         cargo run --release -p forksafe --example fork_demo
+        cargo run --release -p forksafe --example pipeline
     else
         echo "test-all: WARNING: engine/examples/fork_demo.rs does not exist yet; demo skipped" >&2
     fi

@@ -39,7 +39,13 @@ struct Args {
     workloads: Vec<String>,
 }
 
+/// The command line, parsed with `lexopt` (a small, dependency-free parser:
+/// this binary needs flags, two numbers, a path and workload names, not
+/// clap's build time).
 fn parse_args() -> Result<Args, String> {
+    use lexopt::prelude::*;
+    const USAGE: &str = "usage: forksafe-bench [--reps N] [--workers N] [--raw] \
+                         [--trace FILE] [indep chain dag dag-2us indep-2t fork mem split]";
     let mut a = Args {
         reps: 5,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -48,32 +54,49 @@ fn parse_args() -> Result<Args, String> {
         fork_child: None,
         workloads: Vec::new(),
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--reps" => {
-                a.reps = value("--reps")?
+    let mut parser = lexopt::Parser::from_env();
+    let text = |v: std::ffi::OsString, name: &str| {
+        v.into_string()
+            .map_err(|_| format!("{name}: not valid UTF-8"))
+    };
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("reps") => {
+                a.reps = parser
+                    .value()
+                    .map_err(|e| e.to_string())?
                     .parse()
                     .map_err(|e| format!("--reps: {e}"))?
             }
-            "--workers" => {
-                a.workers = value("--workers")?
+            Long("workers") => {
+                a.workers = parser
+                    .value()
+                    .map_err(|e| e.to_string())?
                     .parse()
                     .map_err(|e| format!("--workers: {e}"))?
             }
-            "--raw" => a.raw = true,
-            "--trace" => a.trace = Some(value("--trace")?),
-            "--fork-child" => a.fork_child = Some(value("--fork-child")?),
-            "-h" | "--help" => {
-                return Err("usage: forksafe-bench [--reps N] [--workers N] [--raw] \
-                            [--trace FILE] [indep chain dag dag-2us indep-2t fork mem split]"
-                    .into())
+            Long("raw") => a.raw = true,
+            Long("trace") => {
+                a.trace = Some(text(parser.value().map_err(|e| e.to_string())?, "--trace")?)
             }
-            w if workloads::NAMES.contains(&w) || ["fork", "mem", "split"].contains(&w) => {
-                a.workloads.push(w.to_string())
+            Long("fork-child") => {
+                a.fork_child = Some(text(
+                    parser.value().map_err(|e| e.to_string())?,
+                    "--fork-child",
+                )?)
             }
-            other => return Err(format!("unknown argument {other} (try --help)")),
+            Short('h') | Long("help") => return Err(USAGE.into()),
+            Value(v) => {
+                let w = text(v, "workload")?;
+                if workloads::NAMES.contains(&w.as_str())
+                    || ["fork", "mem", "split"].contains(&w.as_str())
+                {
+                    a.workloads.push(w);
+                } else {
+                    return Err(format!("unknown argument {w} (try --help)"));
+                }
+            }
+            other => return Err(format!("{} (try --help)", other.unexpected())),
         }
     }
     if a.reps == 0 || a.workers == 0 {

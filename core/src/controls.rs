@@ -75,6 +75,10 @@ pub enum Mutant {
     /// from the body into the engine that needs that lock waits for its
     /// own thread (breaks H1).
     BodyUnderLaneLock,
+    /// A var grants its queued writer while readers still hold it (only a
+    /// writer holding it stops the grant): the writer's body mutates data
+    /// the readers are reading (breaks I9, the access grant, and I1).
+    WriterJoinsReaders,
 }
 
 crate::sync::os_thread_local! {

@@ -133,6 +133,15 @@ pub enum Error {
     /// The process's default engine has already started; it is never
     /// replaced.
     DefaultEngineStarted,
+    /// An op's body accessed a data var its op does not name (or wrote
+    /// one its op only reads).
+    UndeclaredData,
+    /// An op's body borrowed a data var it already borrows in a way that
+    /// would alias (a second write, or a read during a write).
+    DataBorrowed,
+    /// A data var's value cannot be taken out: other handles to it are
+    /// alive.
+    DataShared,
 }
 
 impl fmt::Display for Error {
@@ -170,6 +179,12 @@ impl fmt::Display for Error {
             Error::ForkFailed(e) => write!(f, "fork failed: {e}"),
             Error::ForkHandlers(e) => write!(f, "cannot register the fork handlers: {e}"),
             Error::DefaultEngineStarted => write!(f, "the default engine has already started"),
+            Error::UndeclaredData => write!(
+                f,
+                "data var not named by the op (or written but named only as a read)"
+            ),
+            Error::DataBorrowed => write!(f, "data var already borrowed by this op's body"),
+            Error::DataShared => write!(f, "data var still has other handles"),
         }
     }
 }

@@ -136,7 +136,7 @@ impl<O: Grantee> VarInner<O> {
     fn grant_next(&mut self, ready: &mut ReadyOps<O>) {
         while let Some(head) = self.queue.front() {
             let ok = if head.write {
-                self.holders.is_empty()
+                self.holders.is_empty() || control!(WriterJoinsReaders if !self.writer_holds())
             } else {
                 !self.writer_holds()
             };

@@ -20,6 +20,28 @@
 //! engine.wait_all().unwrap();
 //! ```
 //!
+//! # Data vars and values out of ops
+//!
+//! A [`Data<T>`] is a var that owns a value: an op names it like any var,
+//! and its body borrows the value through [`Access`] — `&T` for a read,
+//! `&mut T` for a write — with no lock, since the engine already orders the
+//! ops on each var (I9, the access grant). [`OpBuilder::run_with`] returns
+//! an [`OpHandle`] whose `wait` gives the body's return value;
+//! [`Engine::get`] reads a data var's value once its earlier writes are
+//! done.
+//!
+//! ```
+//! use forksafe::{Config, Engine};
+//! let engine = Engine::new(Config::default()).unwrap();
+//! let counter = engine.data(0_u64).unwrap();
+//! for _ in 0..3 {
+//!     let c = counter.clone();
+//!     engine.op("bump").writes(&[counter.var()])
+//!         .run_with(move |acc| acc.write(&c).map(|mut n| *n += 1)).unwrap();
+//! }
+//! assert_eq!(engine.get(&counter).unwrap(), 3);
+//! ```
+//!
 //! # Fork
 //!
 //! - Raw `fork()` (libc, nix, a library, `std::process::Command`) works:
@@ -42,6 +64,7 @@
 mod atfork;
 pub mod bridge;
 mod config;
+mod data;
 mod default;
 mod engine;
 mod exit;
@@ -53,6 +76,7 @@ mod trace;
 pub use atfork::fork_epoch;
 pub use bridge::{HostBridge, NoHost};
 pub use config::{Config, MAX_DEADLINE};
+pub use data::{Access, Data, NotTaken, OpHandle, Read, Write};
 pub use default::{
     default_engine, default_engine_if_started, default_exit_guard, init_default, shutdown_default,
 };
@@ -74,3 +98,9 @@ pub type Var = forksafe_core::Var<Task>;
 
 /// A held quiesce of one engine ([`Engine::quiesce`]).
 pub type QuiesceGuard = forksafe_core::QuiesceGuard<Task>;
+
+/// The README's Rust example ("Use it"), compiled and run as a doctest so
+/// it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExample;

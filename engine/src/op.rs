@@ -146,6 +146,24 @@ impl<'e> OpBuilder<'e> {
         )
     }
 
+    /// The engine the op is for.
+    pub(crate) fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// The vars named so far: reads, writes.
+    pub(crate) fn vars(&self) -> (SmallVec<[Var; 2]>, SmallVec<[Var; 2]>) {
+        (self.reads.clone(), self.writes.clone())
+    }
+
+    /// Pushes a sync op running `body`; `Err(message)` fails it.
+    pub(crate) fn push_task(
+        self,
+        body: impl FnOnce() -> std::result::Result<(), String> + Send + 'static,
+    ) -> Result<OpId> {
+        self.push(Task::new(move |_| body()), false)
+    }
+
     fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {
         let mut spec = OpSpec::new(task)
             .name(self.name)

@@ -6,8 +6,8 @@
 
 use crate::Lane;
 use forksafe_core::TraceEvent;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write;
 
 /// A recorded timeline ([`crate::Engine::trace_take`]).
@@ -24,25 +24,6 @@ fn lane_name(lane: Lane) -> &'static str {
         Lane::Compute => "compute",
         Lane::Host => "host",
     }
-}
-
-/// Appends `s` as a JSON string literal.
-fn json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 impl Trace {
@@ -69,39 +50,38 @@ impl Trace {
     /// ```
     pub fn to_chrome_json(&self) -> String {
         let pid = std::process::id();
-        let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
         let mut threads = BTreeMap::new();
-        for (i, e) in self.events.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            threads
-                .entry(e.thread)
-                .or_insert_with(|| self.worker_name(e));
-            out.push_str("\n{\"name\":");
-            json_str(&mut out, &e.name);
-            let lane = lane_name(e.lane);
-            let _ = write!(
-                out,
-                ",\"cat\":\"{lane}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{pid},\"tid\":{},\
-                 \"args\":{{\"op\":{},\"lane\":\"{lane}\",\"worker\":",
-                e.start_ns as f64 / 1000.0,
-                e.dur_ns as f64 / 1000.0,
-                e.thread,
-                e.op
-            );
-            json_str(&mut out, &self.worker_name(e));
-            out.push_str("}}");
-        }
-        for (tid, name) in threads {
-            let _ = write!(
-                out,
-                ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":"
-            );
-            json_str(&mut out, &name);
-            out.push_str("}}");
-        }
-        out.push_str("\n]}\n");
+        let mut events: Vec<Value> = self
+            .events
+            .iter()
+            .map(|e| {
+                let worker = self.worker_name(e);
+                threads.entry(e.thread).or_insert_with(|| worker.clone());
+                let lane = lane_name(e.lane);
+                json!({
+                    "name": e.name,
+                    "cat": lane,
+                    "ph": "X",
+                    "ts": e.start_ns as f64 / 1000.0,
+                    "dur": e.dur_ns as f64 / 1000.0,
+                    "pid": pid,
+                    "tid": e.thread,
+                    "args": { "op": e.op, "lane": lane, "worker": worker },
+                })
+            })
+            .collect();
+        events.extend(threads.into_iter().map(|(tid, name)| {
+            json!({
+                "name": "thread_name",
+                "ph": "M",
+                "pid": pid,
+                "tid": tid,
+                "args": { "name": name },
+            })
+        }));
+        let doc = json!({ "displayTimeUnit": "ns", "traceEvents": events });
+        let mut out = doc.to_string();
+        out.push('\n');
         out
     }
 

@@ -10,7 +10,7 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Forked, Lane};
+use forksafe::{Config, Engine, Forked, Lane, OpErrorKind};
 use forksafe_testkit::GilBridge;
 use nix::unistd::Pid;
 use std::os::unix::process::CommandExt;
@@ -32,6 +32,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("three_levels", three_levels),
     ("thousand_forks", thousand_forks),
     ("exit_with_pending_host_ops", exit_with_pending_host_ops),
+    ("data_vars", data_vars),
 ];
 
 /// Per-scenario watchdog (the scenario process and all it forked).
@@ -649,4 +650,58 @@ fn exit_with_pending_host_ops() -> Result<String, String> {
         "{ran} of {n} host ops ran before the deadline, {} cancelled; no host call after",
         n - ran
     ))
+}
+
+/// Data vars across a fork: a value whose writer completed before the fork
+/// is the child's as it was; a value whose writer was half-way through its
+/// body at the fork is poisoned `LostInFork` in the child, never handed out
+/// half written; the parent's writer finishes and the parent reads the
+/// whole write.
+fn data_vars() -> Result<String, String> {
+    use std::sync::mpsc;
+    let e = engine(2, 1);
+    let done = e.data(0_u64).map_err(|e| e.to_string())?;
+    let d = done.clone();
+    e.op("set 41")
+        .writes(&[done.var()])
+        .run_with(move |acc| acc.write(&d).map(|mut v| *v = 41))
+        .map_err(|e| e.to_string())?;
+    if e.get(&done) != Ok(41) {
+        return Err("the completed write is not visible".into());
+    }
+    let half = e.data(vec![0_u8; 4]).map_err(|e| e.to_string())?;
+    let (started_tx, started) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let h = half.clone();
+    e.op("half write")
+        .writes(&[half.var()])
+        .run_with(move |acc| {
+            let mut v = acc.write(&h)?;
+            v[0] = 1;
+            let _ = started_tx.send(());
+            let _ = go_rx.recv();
+            v.iter_mut().for_each(|x| *x = 1);
+            Ok::<_, forksafe::Error>(())
+        })
+        .map_err(|e| e.to_string())?;
+    started
+        .recv_timeout(Duration::from_secs(20))
+        .map_err(|_| "the writer never started")?;
+    let pid = fork_raw(|| {
+        stage("data_vars child: get the completed and the half-written value");
+        if e.get(&done) != Ok(41) {
+            return Err(format!("child get(done) = {:?}", e.get(&done)));
+        }
+        match e.get(&half) {
+            Err(forksafe::Error::Poisoned(err)) if err.kind() == &OpErrorKind::LostInFork => {}
+            other => return Err(format!("child got the half-written value: {other:?}")),
+        }
+        Ok("completed data kept, half-written data poisoned LostInFork".into())
+    })?;
+    wait_child(pid, CHILD_LIMIT)?;
+    let _ = go.send(());
+    match e.get(&half) {
+        Ok(v) if v == vec![1; 4] => Ok("parent sees the whole write".into()),
+        other => Err(format!("parent get(half) = {other:?}")),
+    }
 }

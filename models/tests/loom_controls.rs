@@ -250,6 +250,13 @@ fn body_under_lane_lock() {
     check("body_under_lane_lock", body_pushes_onto_its_lane);
 }
 
+/// (n) `common::data_access_follows_grants`: with the mutant op 4's write
+/// is granted while op 2 or 3 still reads. Threads: main + 1 compute + 1
+/// host.
+fn writer_joins_readers() {
+    check("writer_joins_readers", data_access_follows_grants);
+}
+
 fn active_mutant() -> Option<Mutant> {
     [
         Mutant::DrainingPrepare,
@@ -265,6 +272,7 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::CompletionOutsideSection,
         Mutant::SkippedOpPassesNothing,
         Mutant::BodyUnderLaneLock,
+        Mutant::WriterJoinsReaders,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -285,6 +293,7 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::CompletionOutsideSection => completion_outside_section,
         Mutant::SkippedOpPassesNothing => skipped_op_passes_nothing,
         Mutant::BodyUnderLaneLock => body_under_lane_lock,
+        Mutant::WriterJoinsReaders => writer_joins_readers,
     }
 }
 
@@ -314,6 +323,7 @@ fn mutant_run() {
         "CompletionOutsideSection" => Mutant::CompletionOutsideSection,
         "SkippedOpPassesNothing" => Mutant::SkippedOpPassesNothing,
         "BodyUnderLaneLock" => Mutant::BodyUnderLaneLock,
+        "WriterJoinsReaders" => Mutant::WriterJoinsReaders,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -532,6 +542,20 @@ fn caught_body_under_lane_lock() {
 #[test]
 fn sound_body_under_lane_lock() {
     body_under_lane_lock();
+}
+
+#[test]
+fn caught_writer_joins_readers() {
+    let msg = caught(Mutant::WriterJoinsReaders);
+    assert!(
+        msg.contains("access grant (I9) broken") || msg.contains("Causality violation"),
+        "expected an overlapping access, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_writer_joins_readers() {
+    writer_joins_readers();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking

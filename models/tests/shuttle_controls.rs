@@ -430,3 +430,19 @@ fn caught_body_under_lane_lock() {
 fn sound_body_under_lane_lock() {
     sound(body_pushes_onto_its_lane);
 }
+
+/// (n) `common::data_access_follows_grants`: with the mutant op 4's write
+/// is granted while op 2 or 3 still reads.
+#[test]
+fn caught_writer_joins_readers() {
+    let msg = caught(Mutant::WriterJoinsReaders, data_access_follows_grants);
+    assert!(
+        msg.contains("access grant (I9) broken") || msg.contains("readers see op 1's write only"),
+        "expected an overlapping or out-of-order access, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_writer_joins_readers() {
+    sound(data_access_follows_grants);
+}

@@ -22,6 +22,7 @@
 //! forks) and `tests/fuzz_corpus_replay.rs` (replays `fuzz/corpus` on
 //! stable).
 
+pub mod data;
 pub mod decode;
 pub mod exec;
 pub mod forking;

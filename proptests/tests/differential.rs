@@ -32,6 +32,7 @@ const PROPERTIES: &[(&str, u32, Property)] = &[
     ("programs_with_pushers", 1500, programs_with_pushers),
     ("lifecycle", 1000, lifecycle),
     ("decode_roundtrip", 2000, decode_roundtrip),
+    ("data_vars", 1000, data_vars),
     (
         "regression_lost_clear_poison",
         1,
@@ -263,6 +264,18 @@ fn lifecycle(cases: u32) -> Result<String, String> {
             ))
         },
         |bytes| format!("{:?}\nbytes: {bytes:02x?}", decode_lifecycle(bytes)),
+    )
+}
+
+/// Data vars (I9): ops from several threads borrow data vars' values; every
+/// read and every final value equals the serial reference's.
+fn data_vars(cases: u32) -> Result<String, String> {
+    use forksafe_proptests::data::{data_program, run_data_program, DataProgram};
+    check(
+        cases,
+        data_program(),
+        |p: &DataProgram| run_data_program(p),
+        |p| format!("{p:?}"),
     )
 }
 

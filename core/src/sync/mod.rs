@@ -67,6 +67,12 @@ pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
 mod lock_order;
 pub use lock_order::LockRank;
 
+mod data_cell;
+pub use data_cell::{DataCell, DataMut, DataRef};
+
+mod slot;
+pub use slot::Slot;
+
 mod fork_watch;
 #[cfg(any(loom, shuttle))]
 pub use fork_watch::ForkWatched;
