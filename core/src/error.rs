@@ -142,6 +142,10 @@ pub enum Error {
     /// A data var's value cannot be taken out: other handles to it are
     /// alive.
     DataShared,
+    /// A scope (`forksafe::Engine::scope`) opened from inside an op of the
+    /// same engine: its ops could depend on the calling op, which cannot
+    /// complete before the scope returns.
+    ScopeInsideOp,
 }
 
 impl fmt::Display for Error {
@@ -185,6 +189,7 @@ impl fmt::Display for Error {
             ),
             Error::DataBorrowed => write!(f, "data var already borrowed by this op's body"),
             Error::DataShared => write!(f, "data var still has other handles"),
+            Error::ScopeInsideOp => write!(f, "a scope cannot be opened inside an op"),
         }
     }
 }

@@ -162,6 +162,11 @@ impl Engine {
         self.inner.wait_all_timeout(timeout)
     }
 
+    /// Whether the calling thread runs the body of one of this engine's ops.
+    pub(crate) fn is_inside_op(&self) -> bool {
+        self.inner.is_inside_op()
+    }
+
     /// How many ops are accepted and not yet complete.
     pub fn pending(&self) -> Result<usize> {
         self.inner.pending()

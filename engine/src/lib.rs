@@ -70,6 +70,7 @@ mod engine;
 mod exit;
 mod fork;
 mod op;
+mod scope;
 mod task;
 mod trace;
 
@@ -84,6 +85,7 @@ pub use engine::{Engine, OpId};
 pub use exit::ExitGuard;
 pub use fork::{fork, fork_with, DrainReport, Forked};
 pub use op::OpBuilder;
+pub use scope::{Scope, ScopedOp};
 pub use task::{Task, Token};
 pub use trace::Trace;
 

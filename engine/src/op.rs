@@ -151,6 +151,11 @@ impl<'e> OpBuilder<'e> {
         self.engine
     }
 
+    /// The name, lane and priority set so far.
+    pub(crate) fn settings(&self) -> (OpName, Lane, Priority) {
+        (self.name.clone(), self.lane, self.priority)
+    }
+
     /// The vars named so far: reads, writes.
     pub(crate) fn vars(&self) -> (SmallVec<[Var; 2]>, SmallVec<[Var; 2]>) {
         (self.reads.clone(), self.writes.clone())

@@ -10,7 +10,7 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Forked, Lane, OpErrorKind};
+use forksafe::{Config, Engine, Error, Forked, Lane, OpErrorKind};
 use forksafe_testkit::GilBridge;
 use nix::unistd::Pid;
 use std::os::unix::process::CommandExt;
@@ -33,6 +33,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("thousand_forks", thousand_forks),
     ("exit_with_pending_host_ops", exit_with_pending_host_ops),
     ("data_vars", data_vars),
+    ("fork_inside_scope", fork_inside_scope),
 ];
 
 /// Per-scenario watchdog (the scenario process and all it forked).
@@ -703,5 +704,80 @@ fn data_vars() -> Result<String, String> {
     match e.get(&half) {
         Ok(v) if v == vec![1; 4] => Ok("parent sees the whole write".into()),
         other => Err(format!("parent get(half) = {other:?}")),
+    }
+}
+
+/// A raw fork from inside a scope's closure while one scoped op runs
+/// (blocked) and another is queued behind it: in the child the scope
+/// returns, having waited for nothing it cannot have, with both ops
+/// `LostInFork`; the parent's scope waits for both and returns `Ok`, and
+/// its borrows saw both ops run.
+fn fork_inside_scope() -> Result<String, String> {
+    use nix::unistd::{fork, ForkResult};
+    use std::sync::mpsc;
+    let e = engine(2, 1);
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    let (started_tx, started) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let mut log: Vec<&str> = Vec::new();
+    let (side, scoped) = {
+        let log = &mut log;
+        let mut side = None;
+        let scoped = e.scope(|s| {
+            let side = &mut side;
+            let first = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let f2 = first.clone();
+            s.op("running").writes(&[&v]).run(move |_| {
+                let _ = started_tx.send(());
+                let _ = go_rx.recv();
+                f2.lock().unwrap().push("running");
+            })?;
+            s.op("queued")
+                .writes(&[&v])
+                .run(move |_| log.push("queued"))?;
+            started
+                .recv_timeout(Duration::from_secs(20))
+                .map_err(|_| Error::Timeout { pending: vec![] })?;
+            // SAFETY: the child only waits for the scope (engine calls run
+            // after the child settles) and leaves with `_exit`.
+            *side = Some(match unsafe { fork() } {
+                Ok(ForkResult::Child) => None,
+                Ok(ForkResult::Parent { child }) => {
+                    let _ = go.send(());
+                    Some(child)
+                }
+                Err(e) => return Err(Error::ForkFailed(e.to_string())),
+            });
+            Ok(())
+        });
+        (side, scoped)
+    };
+    match side {
+        None => Err(format!("the scope ended before the fork: {scoped:?}")),
+        Some(None) => {
+            // The child.
+            let lost = match scoped {
+                Err(Error::OpsFailed(errs))
+                    if errs.iter().all(|e| e.kind() == &OpErrorKind::LostInFork) =>
+                {
+                    errs.len()
+                }
+                other => {
+                    say(&format!("    child: scope gave {other:?}\n"));
+                    support::exit_now(1)
+                }
+            };
+            let code = if lost == 2 && log.is_empty() { 0 } else { 1 };
+            support::exit_now(code)
+        }
+        Some(Some(child)) => {
+            wait_child(child, CHILD_LIMIT)?;
+            match scoped {
+                Ok(Ok(())) if log == vec!["queued"] => {
+                    Ok("child: both scoped ops LostInFork; parent: both ran".into())
+                }
+                other => Err(format!("parent scope gave {other:?}, log {log:?}")),
+            }
+        }
     }
 }

@@ -333,6 +333,12 @@ impl<P: Payload> Engine<P> {
         Ok(inner.poison.clone())
     }
 
+    /// Whether the calling thread is running the body of one of this
+    /// engine's ops.
+    pub fn is_inside_op(&self) -> bool {
+        self.shared.calling_op().is_some()
+    }
+
     /// How many ops are accepted and not yet complete.
     pub fn pending(&self) -> Result<usize> {
         let _section = self.shared.enter()?;

@@ -71,7 +71,7 @@ mod data_cell;
 pub use data_cell::{DataCell, DataMut, DataRef};
 
 mod slot;
-pub use slot::Slot;
+pub use slot::{DropFlag, DropFlagGuard, Slot};
 
 mod fork_watch;
 #[cfg(any(loom, shuttle))]

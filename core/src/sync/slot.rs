@@ -1,11 +1,17 @@
-//! A one-value hand-over from an op's body to the thread that waits for
-//! the op (`forksafe::OpHandle`): the body puts, the waiter takes after
-//! the op has completed. The engine's completion orders the two (the
-//! waiter returns from its wait only after the op's completion), so the
-//! lock here is never contended in practice; it is what makes the
+//! Hand-overs from an op's payload to the thread that waits for the op.
+//!
+//! [`Slot`]: a one-value hand-over from an op's body to the thread that
+//! waits for the op (`forksafe::OpHandle`): the body puts, the waiter
+//! takes after the op has completed. The engine's completion orders the
+//! two (the waiter returns from its wait only after the op's completion),
+//! so the lock here is never contended in practice; it is what makes the
 //! hand-over sound whatever the order.
+//!
+//! [`DropFlag`]: set when a payload is gone (run or dropped), for a waiter
+//! that must not return while the payload may still run its destructors
+//! (`forksafe::Scope`: a scoped op's payload borrows the caller's stack).
 
-use super::Mutex;
+use super::{Arc, AtomicBool, Mutex, Ordering};
 
 /// Holds at most one value; put by one thread, taken by another.
 #[derive(Debug, Default)]
@@ -29,5 +35,36 @@ impl<T> Slot<T> {
     /// Takes the value, if one was put and not taken yet.
     pub fn take(&self) -> Option<T> {
         self.value.lock().take()
+    }
+}
+
+/// A flag set when its [`DropFlagGuard`] drops (by return, unwind or drop).
+#[derive(Debug, Default, Clone)]
+pub struct DropFlag(Arc<AtomicBool>);
+
+/// Sets its [`DropFlag`] when dropped.
+#[derive(Debug)]
+pub struct DropFlagGuard(DropFlag);
+
+impl DropFlag {
+    /// An unset flag.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The guard that sets this flag when it drops.
+    pub fn guard(&self) -> DropFlagGuard {
+        DropFlagGuard(self.clone())
+    }
+
+    /// Whether the guard has dropped (its drop happens-before this `true`).
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for DropFlagGuard {
+    fn drop(&mut self) {
+        self.0 .0.store(true, Ordering::Release);
     }
 }

@@ -6,7 +6,9 @@
 #![allow(dead_code, unused_imports)]
 
 use forksafe::{Engine, Error, Lane, OpErrorKind, Var};
-pub use forksafe_testkit::child::{child_exit, fork_raw, say, stage, stage_board, wait_child};
+pub use forksafe_testkit::child::{
+    child_exit, exit_now, fork_raw, say, stage, stage_board, wait_child,
+};
 pub use forksafe_testkit::counters::{bump, counters, snapshot, Counters};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
