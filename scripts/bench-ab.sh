@@ -13,6 +13,7 @@ rounds="$1" a="$2" b="$3"
 shift 3
 [ $# -gt 0 ] && workloads=("$@") || workloads=(indep chain dag dag-2us)
 raw="$(mktemp)"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 trap 'rm -f "$raw"' EXIT
 for ((r = 0; r < rounds; r++)); do
     if ((r % 2 == 0)); then order=(A B); else order=(B A); fi
@@ -21,10 +22,16 @@ for ((r = 0; r < rounds; r++)); do
         [ "$side" = B ] && bin="$b"
         "$bin" --reps 1 --raw "${workloads[@]}" 2>/dev/null | sed -n "s/^RESULT /$side /p" >>"$raw"
     done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "A = $a, B = $b; $rounds rounds alternated; medians"
 echo
-echo "| workload | A ops/s | B ops/s | B / A | A CPU µs/op | B CPU µs/op |"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, $(uname -srm); load before: $load_before"
+echo
+echo "| workload | A ops/s (min..max) | B ops/s (min..max) | B / A | A CPU µs/op | B CPU µs/op |"
 echo "|---|---|---|---|---|---|"
 for w in "${workloads[@]}"; do
     awk -v w="$w" '
@@ -42,6 +49,8 @@ for w in "${workloads[@]}"; do
             for (k = 1; k <= n["A"]; k++) { oa[k] = ops["A", k]; ca[k] = cpu["A", k] }
             for (k = 1; k <= n["B"]; k++) { ob[k] = ops["B", k]; cb[k] = cpu["B", k] }
             ma = median(oa, n["A"]); mb = median(ob, n["B"])
-            printf "| %s | %.0f | %.0f | %.2fx | %.2f | %.2f |\n", w, ma, mb, mb / ma, median(ca, n["A"]), median(cb, n["B"])
+            printf "| %s | %.0f (%.0f..%.0f) | %.0f (%.0f..%.0f) | %.2fx | %.2f | %.2f |\n", w, ma, oa[1], oa[n["A"]], mb, ob[1], ob[n["B"]], mb / ma, median(ca, n["A"]), median(cb, n["B"])
         }' "$raw"
 done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
