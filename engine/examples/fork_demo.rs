@@ -107,7 +107,8 @@ fn demo() -> Result<(), String> {
                 gil.lock().held_by_me(),
                 "parent still holds the lock after the fork",
             )?;
-            let status = wait_with_watchdog(child, Duration::from_secs(30))?;
+            let status =
+                wait_with_watchdog(nix::unistd::Pid::from_raw(child), Duration::from_secs(30))?;
             check(status, "the child finished its own work and exited 0")?;
         }
     }

@@ -205,6 +205,7 @@ fn run() -> Result<(), String> {
             unsafe { libc::_exit(code) }
         }
         Forked::Parent { child, .. } => {
+            let child = nix::unistd::Pid::from_raw(child);
             let status = nix::sys::wait::waitpid(child, None).map_err(|e| e.to_string())?;
             if status != nix::sys::wait::WaitStatus::Exited(child, 0) {
                 return Err(format!("the child ended with {status:?}"));

@@ -5,7 +5,7 @@
 
 use crate::atfork::{ensure_registered, DOMAIN};
 use crate::{default::default_engine_if_started, Config, Error, OpInfo, Result};
-use nix::unistd::{ForkResult, Pid};
+use nix::unistd::ForkResult;
 use std::time::Duration;
 
 /// What the drain before a fork achieved.
@@ -31,8 +31,8 @@ impl DrainReport {
 pub enum Forked {
     /// The parent: every engine goes on exactly as before.
     Parent {
-        /// The child's process id.
-        child: Pid,
+        /// The child's process id (a `pid_t`: pass it to `waitpid`).
+        child: i32,
         /// What the drain achieved.
         drain: DrainReport,
     },
@@ -53,7 +53,7 @@ pub enum Forked {
 /// ```no_run
 /// match forksafe::fork().unwrap() {
 ///     forksafe::Forked::Parent { child, .. } => {
-///         nix::sys::wait::waitpid(child, None).unwrap();
+///         nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None).unwrap();
 ///     }
 ///     forksafe::Forked::Child { .. } => {
 ///         // SAFETY: leaving the child without running the parent's exit hooks.
@@ -104,7 +104,7 @@ pub fn fork_with(drain: Duration) -> Result<Forked> {
     drop(held);
     match forked {
         Ok(ForkResult::Parent { child }) => Ok(Forked::Parent {
-            child,
+            child: child.as_raw(),
             drain: report,
         }),
         Ok(ForkResult::Child) => Ok(Forked::Child { drain: report }),

@@ -322,7 +322,7 @@ fn drained_fork_gil_held() -> Result<String, String> {
             ))
         }),
         Forked::Parent { child, drain } => {
-            let waited = wait_child(child, CHILD_LIMIT);
+            let waited = wait_child(Pid::from_raw(child), CHILD_LIMIT);
             if !gil.lock().held_by_me() {
                 return Err("parent lost the lock across the fork".into());
             }

@@ -561,7 +561,7 @@ impl Runner<'_> {
         let (rd, wr) = nix::unistd::pipe().map_err(|e| format!("pipe: {e}"))?;
         let side = if drained {
             match forksafe::fork_with(self.options.wait_timeout) {
-                Ok(Forked::Parent { child, .. }) => Ok(child),
+                Ok(Forked::Parent { child, .. }) => Ok(nix::unistd::Pid::from_raw(child)),
                 Ok(Forked::Child { drain }) => Err(Some(drain)),
                 Err(e) => return Err(format!("fork_with: {e}")),
             }
