@@ -419,13 +419,10 @@ impl<'e> OpBuilder<'e> {
         body: impl FnOnce(&Access) -> std::result::Result<V, (V, String)> + Send + 'static,
     ) -> Result<OpHandle<'e, V>> {
         let engine = self.engine();
-        let done = engine.new_var()?;
         let value = Arc::new(Slot::new());
         let slot = value.clone();
-        let (reads, writes) = self.vars();
-        let access = Access::new(reads, writes);
-        let id = self.writes(&[&done]).push_task(move || {
-            let (out, failed) = match body(&access) {
+        let (id, done) = self.push_accessing(move |access| {
+            let (out, failed) = match body(access) {
                 Ok(v) => (v, None),
                 Err((v, m)) => (v, Some(m)),
             };
@@ -438,5 +435,21 @@ impl<'e> OpBuilder<'e> {
             done,
             value,
         })
+    }
+
+    /// Pushes a sync op whose body gets the op's [`Access`] (to the vars
+    /// named so far) and that also writes a fresh hidden var, which a
+    /// waiter waits on for the op's completion; returns the op's id and
+    /// that var. `Err(message)` fails the op. Shared by op handles and
+    /// scoped ops.
+    pub(crate) fn push_accessing(
+        self,
+        body: impl FnOnce(&Access) -> std::result::Result<(), String> + Send + 'static,
+    ) -> Result<(OpId, Var)> {
+        let done = self.engine().new_var()?;
+        let (reads, writes) = self.vars();
+        let access = Access::new(reads, writes);
+        let id = self.writes(&[&done]).push_task(move || body(&access))?;
+        Ok((id, done))
     }
 }

@@ -236,14 +236,11 @@ impl<'scope, 'env> ScopedOp<'scope, 'env> {
             body: Some(body),
             _gone: gone.guard(),
         };
-        let done = self.scope.engine.new_var()?;
         let (name, lane, priority) = self.builder.settings();
-        let (reads, writes) = self.builder.vars();
-        let access = Access::new(reads, writes);
-        let id = self.builder.writes(&[&done]).push_task(move || {
+        let (id, done) = self.builder.push_accessing(move |access| {
             if let Some(body) = payload.body.take() {
                 drop(started.guard());
-                body(&access);
+                body(access);
             }
             Ok(())
         })?;
