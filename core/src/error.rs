@@ -2,7 +2,74 @@
 //! "Bad input gets a clear error, nothing lost").
 
 use crate::op_info::OpInfo;
+use crate::sync::Arc;
 use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// The error value a body failed with, shared by every copy of the
+/// [`OpError`] that carries it (the poison of each var it reaches).
+type Source = Arc<Box<dyn std::error::Error + Send + Sync + 'static>>;
+
+/// Why a body failed: its message, and the error value itself when the body
+/// returned one (then [`OpError::body_error`] and `source()` give it, with
+/// its own source chain). Built from a `String`/`&str` (message only) or
+/// from any error with [`BodyError::new`].
+///
+/// ```
+/// use forksafe_core::BodyError;
+/// let e = BodyError::new(std::io::Error::other("disk full"));
+/// assert_eq!(e.message(), "disk full");
+/// assert!(e.error().unwrap().downcast_ref::<std::io::Error>().is_some());
+/// let m: BodyError = "no disk".into();
+/// assert!(m.error().is_none());
+/// ```
+#[derive(Clone)]
+pub struct BodyError {
+    message: String,
+    source: Option<Source>,
+}
+
+impl BodyError {
+    /// A failure carrying `error` (its `Display` is the message).
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        let error = error.into();
+        BodyError {
+            message: error.to_string(),
+            source: Some(Arc::new(error)),
+        }
+    }
+
+    /// The failure's message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The error value, if the body returned one.
+    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref().map(|b| &**b)
+    }
+}
+
+impl fmt::Debug for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BodyError({:?})", self.message)
+    }
+}
+
+impl From<String> for BodyError {
+    fn from(message: String) -> Self {
+        BodyError {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for BodyError {
+    fn from(message: &str) -> Self {
+        message.to_string().into()
+    }
+}
 
 /// Why an op did not complete successfully (I7).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -27,19 +94,58 @@ pub enum OpErrorKind {
 
 /// The error an op raised, naming the op that first raised it. Vars written
 /// by that op are poisoned with it, and ops that depend on them pass it on.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// When the body failed with an error value, `source()` (and
+/// [`OpError::body_error`], for downcasting) give that value, the same
+/// object in every copy. Equality and hashing compare the op and the kind.
+#[derive(Clone)]
 pub struct OpError(Box<OpErrorInner>);
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 struct OpErrorInner {
     op: OpInfo,
     kind: OpErrorKind,
+    source: Option<Source>,
+}
+
+impl PartialEq for OpError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.op == other.0.op && self.0.kind == other.0.kind
+    }
+}
+
+impl Eq for OpError {}
+
+impl Hash for OpError {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.op.hash(state);
+        self.0.kind.hash(state);
+    }
 }
 
 impl OpError {
     /// An error raised by `op`.
     pub fn new(op: OpInfo, kind: OpErrorKind) -> Self {
-        OpError(Box::new(OpErrorInner { op, kind }))
+        OpError(Box::new(OpErrorInner {
+            op,
+            kind,
+            source: None,
+        }))
+    }
+
+    /// The error of `op`'s failed body: kind [`OpErrorKind::Failed`] with
+    /// the failure's message, and its error value as the source.
+    pub fn failed(op: OpInfo, failure: BodyError) -> Self {
+        OpError(Box::new(OpErrorInner {
+            op,
+            kind: OpErrorKind::Failed(failure.message),
+            source: failure.source,
+        }))
+    }
+
+    /// The error value the body failed with, if it returned one: downcast
+    /// it to get the original type back.
+    pub fn body_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.0.source.as_deref().map(|b| &**b)
     }
     /// The op that first raised the error.
     pub fn op(&self) -> &OpInfo {
@@ -75,7 +181,14 @@ impl fmt::Display for OpError {
     }
 }
 
-impl std::error::Error for OpError {}
+impl std::error::Error for OpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .source
+            .as_deref()
+            .map(|b| &**b as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Errors returned by engine calls.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -139,6 +139,13 @@ mod trace;
 mod var;
 
 pub use domain::ForkDomain;
+
+/// The id of the op whose body the calling thread is running (of any
+/// engine), if any: for a body that names itself in what it reports.
+pub fn running_op() -> Option<u64> {
+    current::running_op().map(|r| r.op)
+}
+
 pub use drain::DomainQuiesce;
 pub use engine::{
     CompletionToken, Config, Engine, ForkReport, Payload, QuiesceGuard, ShutdownReport,
@@ -146,7 +153,7 @@ pub use engine::{
 };
 #[cfg(any(loom, shuttle))]
 pub use engine::{EngineLock, ForkPoint, ForkSnapshot};
-pub use error::{Error, OpError, OpErrorKind, Result};
+pub use error::{BodyError, Error, OpError, OpErrorKind, Result};
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;
 pub use op::MAX_OP_VARS;

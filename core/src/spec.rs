@@ -52,10 +52,10 @@ impl<P> Var<P> {
 /// A request to push an op. Build with [`OpSpec::new`].
 ///
 /// ```
-/// # use forksafe_core::{OpSpec, Lane, Priority, Payload, CompletionToken};
+/// # use forksafe_core::{BodyError, OpSpec, Lane, Priority, Payload, CompletionToken};
 /// struct Nop;
 /// impl Payload for Nop {
-///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), String> { Ok(()) }
+///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), BodyError> { Ok(()) }
 /// }
 /// let spec = OpSpec::new(Nop).name("nop").lane(Lane::Compute).priority(Priority::High);
 /// # let _ = spec;

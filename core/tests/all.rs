@@ -3,6 +3,7 @@
 
 mod audit_gaps;
 mod drain_global;
+mod facade_try_lock;
 mod fork_steps;
 mod host_lock;
 mod inside_ops;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 struct Job(Box<dyn FnOnce() + Send>);
 impl Payload for Job {
-    fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), forksafe_core::BodyError> {
         (self.0)();
         Ok(())
     }

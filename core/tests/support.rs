@@ -1,7 +1,7 @@
 //! What the test modules share: a payload that is a boxed closure (given
 //! the completion token of async ops), and small constructors.
 
-use forksafe_core::{CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload};
+use forksafe_core::{BodyError, CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload};
 
 /// The body of a [`Job`].
 pub type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
@@ -10,8 +10,8 @@ pub type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), Strin
 pub struct Job(pub Body);
 
 impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
-        (self.0)(token)
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
+        Ok((self.0)(token)?)
     }
 }
 

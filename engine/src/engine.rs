@@ -167,6 +167,22 @@ impl Engine {
         self.inner.is_inside_op()
     }
 
+    /// The id of the op whose body the calling thread is running, if it is
+    /// one of this engine's ops; `None` elsewhere.
+    ///
+    /// ```
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let e = std::sync::Arc::new(engine);
+    /// let inner = e.clone();
+    /// let id = e.op("me").run(move || tx.send(inner.current_op()).unwrap()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), Some(id));
+    /// assert_eq!(e.current_op(), None);
+    /// ```
+    pub fn current_op(&self) -> Option<OpId> {
+        self.inner.current_op()
+    }
+
     /// How many ops are accepted and not yet complete.
     pub fn pending(&self) -> Result<usize> {
         self.inner.pending()

@@ -90,8 +90,8 @@ pub use task::{Task, Token};
 pub use trace::Trace;
 
 pub use forksafe_core::{
-    Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, OpName, Priority, Result,
-    ShutdownReport, State, TraceEvent, DEFAULT_MAX_STAND_INS, MAX_OP_VARS,
+    running_op, BodyError, Error, ForkReport, Lane, OpError, OpErrorKind, OpInfo, OpName, Priority,
+    Result, ShutdownReport, State, TraceEvent, DEFAULT_MAX_STAND_INS, MAX_OP_VARS,
 };
 
 /// A var of the production engine: a handle naming a resource, whose

@@ -1,7 +1,7 @@
 //! The push API: `engine.op("name").reads(..).writes(..).run(..)`.
 
 use crate::{Engine, Lane, OpId, OpName, Priority, Result, Task, Token, Var};
-use forksafe_core::OpSpec;
+use forksafe_core::{BodyError, OpSpec};
 use smallvec::SmallVec;
 
 /// An op being built; finish it with [`OpBuilder::run`],
@@ -115,20 +115,27 @@ impl<'e> OpBuilder<'e> {
     }
 
     /// Pushes a sync op whose body may fail: `Err(e)` poisons the vars it
-    /// writes with `e`'s message.
+    /// writes with `e`. `e` is any error (or a `String`/`&str` message); it
+    /// keeps its type: the [`crate::OpError`] that waits return has it as
+    /// its `source()`, and [`crate::OpError::body_error`] downcasts to it.
     ///
     /// ```
     /// # use forksafe::Error;
     /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
     /// let v = engine.new_var().unwrap();
-    /// engine.op("bad").writes(&[&v]).try_run(|| Err("no disk")).unwrap();
-    /// assert!(matches!(engine.wait_for_var(&v), Err(Error::Poisoned(_))));
+    /// engine.op("bad").writes(&[&v]).try_run(|| Err(std::io::Error::other("no disk"))).unwrap();
+    /// let Err(Error::Poisoned(e)) = engine.wait_for_var(&v) else { panic!() };
+    /// let io = e.body_error().and_then(|b| b.downcast_ref::<std::io::Error>());
+    /// assert_eq!(io.map(|io| io.to_string()), Some("no disk".to_string()));
     /// ```
-    pub fn try_run<E: std::fmt::Display>(
+    pub fn try_run<E>(
         self,
         body: impl FnOnce() -> std::result::Result<(), E> + Send + 'static,
-    ) -> Result<OpId> {
-        self.push(Task::new(move |_| body().map_err(|e| e.to_string())), false)
+    ) -> Result<OpId>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    {
+        self.push(Task::new(move |_| body().map_err(BodyError::new)), false)
     }
 
     /// Pushes an async op: the body gets a [`Token`] and the op completes
@@ -166,7 +173,7 @@ impl<'e> OpBuilder<'e> {
         self,
         body: impl FnOnce() -> std::result::Result<(), String> + Send + 'static,
     ) -> Result<OpId> {
-        self.push(Task::new(move |_| body()), false)
+        self.push(Task::new(move |_| Ok(body()?)), false)
     }
 
     fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {

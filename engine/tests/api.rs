@@ -220,6 +220,62 @@ fn failures_and_panics_poison_and_clear() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
+/// A body's error keeps its type (issue 17 item 3): the poison of every
+/// var it reaches, passed on through a skipped dependent, carries the same
+/// error value as `source()`, with that value's own source chain.
+#[test]
+fn body_errors_keep_their_type_and_source_chain() {
+    #[derive(Debug)]
+    struct ParseFailed {
+        line: u32,
+        cause: std::num::ParseIntError,
+    }
+    impl std::fmt::Display for ParseFailed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "line {} is not a number", self.line)
+        }
+    }
+    impl std::error::Error for ParseFailed {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.cause)
+        }
+    }
+    let e = engine_with(2, 1);
+    let (a, b) = (e.new_var().unwrap(), e.new_var().unwrap());
+    e.op("parse")
+        .writes(&[&a])
+        .try_run(|| {
+            "x1".parse::<u32>()
+                .map(|_| ())
+                .map_err(|cause| ParseFailed { line: 3, cause })
+        })
+        .unwrap();
+    e.op("dependent")
+        .reads(&[&a])
+        .writes(&[&b])
+        .run(|| ())
+        .unwrap();
+    for var in [&a, &b] {
+        let Err(Error::Poisoned(err)) = e.wait_for_var(var) else {
+            panic!("poisoned expected")
+        };
+        assert_eq!(err.op().name, "parse", "the poison names the first op");
+        assert_eq!(
+            err.kind(),
+            &OpErrorKind::Failed("line 3 is not a number".into())
+        );
+        let parsed = err
+            .body_error()
+            .and_then(|b| b.downcast_ref::<ParseFailed>())
+            .expect("the original error value");
+        assert_eq!(parsed.line, 3);
+        let source = std::error::Error::source(&err).expect("source()");
+        let cause = source.source().expect("the chain goes on");
+        assert!(cause.downcast_ref::<std::num::ParseIntError>().is_some());
+    }
+    assert!(matches!(e.wait_all(), Err(Error::OpsFailed(_))));
+}
+
 #[test]
 fn async_ops_complete_by_token_once() {
     let e = engine_with(1, 1);

@@ -8,7 +8,7 @@
 //! engine. [`serial`] is the reference: the same program run serially in
 //! push order.
 
-use forksafe_core::{CompletionToken, Payload};
+use forksafe_core::{BodyError, CompletionToken, Payload};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -156,7 +156,7 @@ impl Oracle {
 }
 
 impl Payload for Effect {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
         self.oracle.begin(&self.step);
         // A scheduling point inside the body, so the checkers can interleave
         // another op here and expose an overlap.
@@ -168,8 +168,8 @@ impl Payload for Effect {
             Ok(())
         };
         match token {
-            Some(t) => t.complete(result).map_err(|e| e.to_string()),
-            None => result,
+            Some(t) => Ok(t.complete(result).map_err(|e| e.to_string())?),
+            None => Ok(result?),
         }
     }
 }

@@ -181,10 +181,10 @@ pub(crate) struct Shared<P: Payload> {
 /// down with a one-second deadline and leaves the fork domain.
 ///
 /// ```
-/// use forksafe_core::{CompletionToken, Engine, ForkDomain, OpSpec, Payload};
+/// use forksafe_core::{BodyError, CompletionToken, Engine, ForkDomain, OpSpec, Payload};
 /// struct Nop;
 /// impl Payload for Nop {
-///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), String> { Ok(()) }
+///     fn run(self, _t: Option<CompletionToken<Self>>) -> Result<(), BodyError> { Ok(()) }
 /// }
 /// let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
 /// let engine = Engine::<Nop>::new(domain, Default::default()).unwrap();
@@ -337,6 +337,13 @@ impl<P: Payload> Engine<P> {
     /// engine's ops.
     pub fn is_inside_op(&self) -> bool {
         self.shared.calling_op().is_some()
+    }
+
+    /// The id of the op whose body the calling thread is running, if it is
+    /// one of this engine's (a body that wants to name itself, as in an
+    /// error it reports).
+    pub fn current_op(&self) -> Option<u64> {
+        self.shared.calling_op()
     }
 
     /// How many ops are accepted and not yet complete.

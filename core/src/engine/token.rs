@@ -4,7 +4,7 @@
 //! through the engine, and a payload's signature names the token.
 
 use super::Shared;
-use crate::error::{OpErrorKind, Result};
+use crate::error::{BodyError, OpErrorKind, Result};
 use crate::op::{OpCell, OpStatus};
 use crate::sync::Arc;
 use std::fmt;
@@ -13,8 +13,9 @@ use std::fmt;
 /// token is completed (or dropped, which completes it with an error).
 /// A sync op completes when `run` returns.
 pub trait Payload: Send + Sized + 'static {
-    /// Runs the body. `Err(message)` fails the op and poisons what it writes.
-    fn run(self, token: Option<CompletionToken<Self>>) -> std::result::Result<(), String>;
+    /// Runs the body. `Err(failure)` fails the op and poisons what it
+    /// writes; the failure's error value, if any, travels with the poison.
+    fn run(self, token: Option<CompletionToken<Self>>) -> std::result::Result<(), BodyError>;
 }
 
 /// Completes an async op. Completing it twice is [`crate::Error::AlreadyCompleted`];

@@ -10,7 +10,7 @@ use super::token::CompletionToken;
 use super::Payload;
 use super::Shared;
 use crate::current::{enter_op, RunningOp};
-use crate::error::{Error, OpErrorKind, Result};
+use crate::error::{Error, OpError, OpErrorKind, Result};
 use crate::op::{Action, OpCell};
 use crate::op_info::Lane;
 use crate::pool::{Spawns, Start};
@@ -411,7 +411,7 @@ impl<P: Payload> Shared<P> {
         match result {
             Ok(Ok(())) if op.action == Action::Async => Outcome::Pending,
             Ok(Ok(())) => Outcome::Ok,
-            Ok(Err(message)) => Outcome::Raised(op.error(OpErrorKind::Failed(message))),
+            Ok(Err(failure)) => Outcome::Raised(OpError::failed(op.info(), failure)),
             Err(panic) => Outcome::Raised(op.error(OpErrorKind::Panicked(panic_message(&*panic)))),
         }
     }

@@ -6,7 +6,7 @@
 use super::token::CompletionToken;
 use super::Payload;
 use super::{Config, Engine};
-use crate::error::{Error, OpErrorKind};
+use crate::error::{BodyError, Error, OpErrorKind};
 use crate::op_info::Lane;
 use crate::spec::OpSpec;
 use crate::spec::Var;
@@ -17,7 +17,7 @@ use std::time::Duration;
 struct Noop;
 
 impl Payload for Noop {
-    fn run(self, _: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(self, _: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
         Ok(())
     }
 }
@@ -119,9 +119,9 @@ impl Job {
 }
 
 impl Payload for Job {
-    fn run(mut self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(mut self, token: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
         match self.body.take() {
-            Some(body) => body(token),
+            Some(body) => Ok(body(token)?),
             None => Ok(()),
         }
     }

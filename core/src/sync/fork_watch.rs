@@ -86,6 +86,11 @@ impl LockAtFork {
     pub(crate) fn orphan(&self) {
         self.0.store(ORPHANED, Ordering::Relaxed);
     }
+
+    /// Whether a fork child model inherited the lock held (see `orphan`).
+    pub(crate) fn is_orphaned(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == ORPHANED
+    }
 }
 
 /// Model builds: a lock as a fork sees it, whatever it protects (so a

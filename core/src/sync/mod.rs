@@ -41,6 +41,10 @@ pub use imp::thread::Thread;
 pub use imp::thread::{JoinHandle, ThreadId};
 #[cfg(loom)]
 pub use loom_park::Thread;
+/// Production builds only (the model checkers' `Arc`s have no weak
+/// count): for binding state that must not keep an engine alive.
+#[cfg(not(any(loom, shuttle)))]
+pub use std::sync::Weak;
 
 /// Declares a thread-local; checked by the model in model builds.
 pub use imp::thread_local;
@@ -145,6 +149,34 @@ impl<T> Mutex<T> {
             #[cfg(any(loom, shuttle))]
             at_fork: &self.at_fork,
         }
+    }
+
+    /// Locks if no thread holds the lock (ignoring poison); `None` if one
+    /// does. Never blocks: for code that may run where waiting is not
+    /// allowed, such as a drop on whatever thread ends an object's life, or
+    /// a fork child whose copy of the lock may be held by a thread it does
+    /// not have (there it answers `None` for ever instead of hanging).
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        #[cfg(any(loom, shuttle))]
+        if self.at_fork.is_orphaned() {
+            return None;
+        }
+        let guard = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+        lock_order::acquire(self.rank);
+        #[cfg(any(loom, shuttle))]
+        self.at_fork.acquired();
+        Some(MutexGuard {
+            guard,
+            #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+            rank: self.rank,
+            #[cfg(any(loom, shuttle))]
+            at_fork: &self.at_fork,
+        })
     }
 }
 

@@ -30,7 +30,8 @@ pub use with_shuttle::*;
 
 use forksafe_core::sync::Arc as FArc;
 use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec, Payload, Var,
+    BodyError, CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec,
+    Payload, Var,
 };
 pub use forksafe_models::{Effect, Oracle, Probe, Step};
 pub use forksafe_testkit::{GilBridge, HostLock};
@@ -128,7 +129,7 @@ pub fn enter_child_world(oracle: &Oracle) {
 }
 
 impl Payload for Job {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
         #[cfg(loom)]
         mark(format!("start {}", self.effect.step.label));
         if let Some(p) = &self.probe {
@@ -142,15 +143,17 @@ impl Payload for Job {
             None => self.effect.clone(),
         };
         // Effect::run has a scheduling point between its start and end.
-        let result = effect.run(None);
+        let result = effect.run(None).map_err(|e| e.message().to_string());
         if let Some(p) = &self.probe {
             p.leave();
         }
         #[cfg(loom)]
         mark(format!("end {}", self.effect.step.label));
         match (self.mode, token) {
-            (_, None) => result,
-            (Mode::Sync | Mode::Async, Some(t)) => t.complete(result).map_err(|e| e.to_string()),
+            (_, None) => Ok(result?),
+            (Mode::Sync | Mode::Async, Some(t)) => {
+                Ok(t.complete(result).map_err(|e| e.to_string())?)
+            }
             (Mode::Handoff(i), Some(t)) => {
                 let hand_off = self
                     .hand_off

@@ -18,7 +18,7 @@
 
 use forksafe_core::sync::{spin_step, Arc, Mutex};
 use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpSpec, Payload, Var,
+    BodyError, CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpSpec, Payload, Var,
 };
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub enum PoolJob {
 }
 
 impl Payload for PoolJob {
-    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), String> {
+    fn run(self, token: Option<CompletionToken<Self>>) -> Result<(), BodyError> {
         match self {
             PoolJob::Hold(slot) => {
                 *slot.lock() = token;
