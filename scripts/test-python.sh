@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-python.sh — the Python binding's stage: a fresh venv, the package
 # installed the way the README says (`pip install ./python`, which builds the
-# PyO3 extension with maturin), then its pytest suite with per-test timings.
+# PyO3 extension with maturin and pulls numpy), mypy on the package's type
+# stubs and the examples, then its pytest suite with per-test timings.
 #
 #   bash scripts/test-python.sh              the whole stage
 #   bash scripts/test-python.sh -k fork      extra arguments go to pytest
@@ -32,7 +33,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "test-python: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2"
+"$VENV/bin/python" -m pip install -q "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" "mypy>=1.5"
 
 start=$SECONDS
 "$VENV/bin/python" -m pip install -q ./python
@@ -41,5 +42,12 @@ echo "test-python: pip install ./python took $((SECONDS - start))s"
 # From the repository root, so that `import forksafe` (here and in the
 # subprocesses the tests start) is the installed package, not python/forksafe.
 "$VENV/bin/python" -I -c 'import forksafe, sys; print("test-python: forksafe from", forksafe.__file__)'
+# The type stubs (forksafe/_forksafe.pyi, py.typed) against the package
+# and the examples, as a user's type checker sees the installed package.
+"$VENV/bin/mypy" --no-incremental -p forksafe
+"$VENV/bin/mypy" --no-incremental --strict python/examples/quickstart.py
+"$VENV/bin/mypy" --no-incremental python/examples/custom_op.py
+echo "test-python: mypy passed"
+
 "$VENV/bin/pytest" -c python/pyproject.toml --rootdir python -p no:cacheprovider \
     -v --durations=0 python/tests "$@"

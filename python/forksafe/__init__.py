@@ -21,27 +21,39 @@ Importing the package installs two hooks:
   ``shutdown_deadline``, then are cancelled) before the interpreter
   finalises; afterwards no engine calls into Python again.
 
+Ops hand data to each other through *data vars*: ``eng.data(array)``
+registers a numpy array (or any buffer-protocol object, viewed as one)
+without copying it; a callback gets the arrays of the data vars it names,
+reads first then writes (a read as a read-only view), and ``eng.get(d)``
+gives the array back once its writers are done. Every push returns an
+:class:`OpFuture` (a :class:`concurrent.futures.Future`) with the callback's
+return value or its exception, the original object.
+
 Example::
 
+    import numpy as np
     import forksafe
+
     eng = forksafe.Engine()
-    a, b = eng.array([1.0, 2.0]), eng.array([10.0, 20.0])
-    out = eng.array()
-    eng.add(a, b, out)                       # Rust, compute lane
-    eng.push(lambda: print(out.tolist()), reads=[out])   # Python, host lane
-    eng.wait_all()
+    x = eng.data(np.arange(4.0))
+    y = eng.data(np.zeros(4))
+    eng.scale(x, 10.0, out=y)                             # Rust, GIL released
+    total = eng.push(lambda y: float(y.sum()), reads=[y])  # Python, host lane
+    print(total.result(), eng.get(y))                      # 60.0 [ 0. 10. 20. 30.]
 """
 
 from __future__ import annotations
 
 import atexit as _atexit
+import concurrent.futures as _cf
 import os as _os
 import threading as _threading
 import weakref as _weakref
+from typing import Any, Callable, Iterable, Optional
 
 from . import _forksafe as _native
 from ._forksafe import (
-    Array,
+    Data,
     ForkHold,
     ForkInProgressError,
     ForksafeError,
@@ -52,9 +64,12 @@ from ._forksafe import (
     fork_epoch,
 )
 
+__version__ = _native.__version__
+
 __all__ = [
-    "Array",
+    "Data",
     "Engine",
+    "OpFuture",
     "ForkInProgressError",
     "ForksafeError",
     "OpError",
@@ -75,6 +90,78 @@ _default_lock = _threading.Lock()
 _fork_drain_override: float | None = None
 
 
+class OpFuture(_cf.Future):
+    """The future of one op: a :class:`concurrent.futures.Future` resolved
+    with the callback's return value (a kernel's result; None for ops that
+    return nothing) or its exception.
+
+    * ``result(timeout)`` / ``exception(timeout)`` wait with the GIL
+      released; a failed callback's exception is raised as the same object,
+      its ``__cause__`` an :class:`OpError` naming the op and its vars; an
+      op skipped because an input was poisoned raises :class:`OpError`
+      (kind ``'skipped'``) whose ``__cause__`` is what poisoned it.
+    * ``add_done_callback`` callbacks run on the thread that resolves it (the
+      host worker, as the op finishes) or at once if it is done; ``await
+      asyncio.wrap_future(f)`` works.
+    * ``op_id`` and ``name`` say which op it is. An op cannot be cancelled
+      once pushed: ``cancel()`` returns False.
+    * In a fork child, the future of an op that was pending at the fork
+      resolves at its first use with :class:`OpError` of kind
+      ``'lost_in_fork'`` (the op never runs there).
+    """
+
+    def __init__(self, name: str = "op") -> None:
+        super().__init__()
+        self.op_id: Optional[int] = None
+        self.name = name
+        self._epoch = fork_epoch()
+
+    def _forksafe_resolve(self, ok: bool, value: Any) -> None:
+        # Called once by the engine (twice only in a fork child racing a
+        # lost-op check): the second call finds it done and does nothing.
+        try:
+            if ok:
+                self.set_result(value)
+            else:
+                self.set_exception(value)
+        except _cf.InvalidStateError:  # pragma: no cover - resolved once
+            pass
+
+    def _check_lost(self) -> None:
+        if self._epoch != fork_epoch() and not super().done():
+            self._forksafe_resolve(False, _native._lost_error(self.name, self.op_id))
+
+    def cancel(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        self._check_lost()
+        return super().done()
+
+    def running(self) -> bool:
+        return not self.done()
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        self._check_lost()
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        self._check_lost()
+        return super().exception(timeout)
+
+    def add_done_callback(self, fn: Callable[["_cf.Future[Any]"], object]) -> None:
+        self._check_lost()
+        super().add_done_callback(fn)
+
+    def __repr__(self) -> str:
+        state = "done" if super().done() else "pending"
+        return f"<forksafe.OpFuture {self.name!r} #{self.op_id} {state}>"
+
+
+def _names(items: Optional[Iterable[Any]]) -> list:
+    return [] if items is None else list(items)
+
+
 class Engine(_native.Engine):
     """A dependency engine (see the package docstring).
 
@@ -85,15 +172,101 @@ class Engine(_native.Engine):
     ``ForksafeError`` here), ``max_stand_ins`` (64: per lane, how many waits
     inside ops may block at once, each with a stand-in worker).
 
-    Methods: ``new_var``, ``array``, ``push`` (a Python callable, host lane),
-    ``add``/``copy``/``fill``/``sleep`` (Rust, compute lane), ``wait``,
-    ``wait_all``, ``clear_poison``, ``delete_var``, ``var_version``,
-    ``pending``, ``fork_report``, ``shutdown``; property ``state``.
+    Data: ``data(array)``, ``get(data, timeout=None)``. Ops, each returning
+    an :class:`OpFuture`: ``push`` (a Python callable, host lane), the Rust
+    kernels ``add``/``mul``/``scale``/``copy``/``fill`` and ``sum``/``mean``/
+    ``max``, and ``sleep`` (compute lane, GIL released). Waits and more:
+    ``new_var``, ``wait``, ``wait_all``, ``clear_poison``, ``delete_var``,
+    ``var_version``, ``pending``, ``fork_report``, ``shutdown``; property
+    ``state``.
     """
 
     def __init__(self, **_config: object) -> None:
         # The native __new__ built the engine from the keyword arguments.
         _live.add(self)
+
+    def push(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *,
+        reads: Optional[Iterable[Any]] = None,
+        writes: Optional[Iterable[Any]] = None,
+        args: Iterable[Any] = (),
+        kwargs: Optional[dict] = None,
+        name: Optional[str] = None,
+        priority: str = "normal",
+        run_on_error: bool = False,
+    ) -> OpFuture:
+        """Pushes ``fn(*arrays, *args, **kwargs)`` as a host-lane op (run with
+        the GIL held, in per-var order) and returns its :class:`OpFuture`.
+
+        ``arrays`` are the arrays of the :class:`Data` items of ``reads``
+        (read-only views) and then of ``writes`` (the arrays themselves),
+        each in the order given; plain :class:`Var` items order the op but
+        pass nothing. If ``fn`` raises, the vars it writes are poisoned with
+        that exception: waits on them re-raise it. ``run_on_error`` runs
+        ``fn`` even when an input is poisoned.
+        """
+        fut = OpFuture(str(name or getattr(fn, "__qualname__", "callback")))
+        self._push(
+            fn,
+            fut,
+            reads=_names(reads),
+            writes=_names(writes),
+            name=name,
+            args=tuple(args),
+            kwargs=kwargs,
+            priority=priority,
+            run_on_error=run_on_error,
+        )
+        return fut
+
+    def _run_kernel(self, kind: str, inputs: list, out: Any = None,
+                    scalar: Any = None, name: Optional[str] = None) -> OpFuture:
+        fut = OpFuture(name or kind)
+        self._kernel(kind, fut, inputs, out, scalar, name=name)
+        return fut
+
+    def add(self, a: Data, b: Data, out: Data, *, name: Optional[str] = None) -> OpFuture:
+        """``out[:] = a + b`` (one dtype, one length; ``out`` may be ``a``)."""
+        return self._run_kernel("add", [a, b], out, name=name)
+
+    def mul(self, a: Data, b: Data, out: Data, *, name: Optional[str] = None) -> OpFuture:
+        """``out[:] = a * b``."""
+        return self._run_kernel("mul", [a, b], out, name=name)
+
+    def scale(self, a: Data, factor: float, out: Data, *, name: Optional[str] = None) -> OpFuture:
+        """``out[:] = a * factor``."""
+        return self._run_kernel("scale", [a], out, factor, name=name)
+
+    def copy(self, src: Data, out: Data, *, name: Optional[str] = None) -> OpFuture:
+        """``out[:] = src``."""
+        return self._run_kernel("copy", [src], out, name=name)
+
+    def fill(self, out: Data, value: Any, *, name: Optional[str] = None) -> OpFuture:
+        """``out[:] = value``."""
+        return self._run_kernel("fill", [], out, value, name=name)
+
+    def sum(self, a: Data, *, name: Optional[str] = None) -> OpFuture:
+        """The sum of ``a`` (a float, or an int for integer arrays)."""
+        return self._run_kernel("sum", [a], name=name)
+
+    def mean(self, a: Data, *, name: Optional[str] = None) -> OpFuture:
+        """The mean of ``a`` (a float; NaN if empty)."""
+        return self._run_kernel("mean", [a], name=name)
+
+    def max(self, a: Data, *, name: Optional[str] = None) -> OpFuture:
+        """The largest element of ``a`` (an empty array fails the op)."""
+        return self._run_kernel("max", [a], name=name)
+
+    def sleep(self, seconds: float, /, *, reads: Optional[Iterable[Any]] = None,
+              writes: Optional[Iterable[Any]] = None, name: str = "sleep") -> OpFuture:
+        """A compute-lane op that sleeps ``seconds`` (a stand-in for a long
+        Rust kernel), reading ``reads`` and writing ``writes``."""
+        fut = OpFuture(name)
+        self._sleep(seconds, fut, reads=_names(reads), writes=_names(writes), name=name)
+        return fut
 
 
 def default_engine(**config: object) -> Engine:

@@ -4,11 +4,12 @@
 //! - [`PyBridge`] takes the GIL (`Python::attach`) around each host call and
 //!   releases it (`Python::detach`) around every blocking engine wait made
 //!   by a thread that holds it (docs/DESIGN.md, H2).
-//! - [`HostObj`] is how an op payload owns a Python object: it is dropped
+//! - [`HostObj`] is how Rust state owns a Python object: it is dropped
 //!   (decref'd) only by a thread that holds the GIL while the interpreter is
-//!   alive, and leaked otherwise — in a fork child before the interpreter is
-//!   re-initialised, after the `atexit` shutdown, or by a thread without the
-//!   GIL (H1, I5, I8). It never goes through PyO3's deferred-decref pool.
+//!   alive; a thread without the GIL (an engine worker, a fork child before
+//!   the interpreter is re-initialised) queues it on [`deferred`] for the
+//!   next binding call that holds the GIL, and after the `atexit` shutdown
+//!   it is leaked (H1, I5, I8).
 //! - [`host_finalizing`] is true once the binding's `atexit` hook has shut
 //!   every engine down, or once CPython itself reports finalisation: from
 //!   then on the engine never calls into Python again.
@@ -62,9 +63,14 @@ pub(crate) fn host_finalizing() -> bool {
 
 /// Whether the calling thread holds the GIL.
 pub(crate) fn gil_held() -> bool {
+    extern "C" {
+        // Not in PyO3's abi3 bindings, but exported by every CPython 3
+        // (since 3.4); the extension is loaded into that interpreter.
+        fn PyGILState_Check() -> c_int;
+    }
     // SAFETY: `PyGILState_Check` only compares the calling thread's state
     // with the current one; it is callable without the GIL.
-    unsafe { pyo3::ffi::PyGILState_Check() == 1 }
+    unsafe { PyGILState_Check() == 1 }
 }
 
 /// Lets a non-`Send` closure cross PyO3's `Ungil` bound of
@@ -113,9 +119,13 @@ impl HostBridge for PyBridge {
     }
 }
 
-/// A Python object owned by an op payload: dropped with the GIL held by
-/// the dropping thread, leaked if that thread does not hold it or the
-/// interpreter is finalising (see the module doc).
+/// A Python object owned by Rust state that may end its life on any
+/// thread: an op payload, a data var's array, the exception an op failed
+/// with (which travels with the poison). Dropped (decref'd) at once by a
+/// thread that holds the GIL while the interpreter is alive; otherwise its
+/// reference goes onto the [`deferred`] queue, and the next binding call
+/// that holds the GIL drops it ([`drain_deferred`]). It never goes through
+/// PyO3's own deferred-decref pool, whose lock a fork could copy held.
 pub(crate) struct HostObj(ManuallyDrop<Py<PyAny>>);
 
 impl HostObj {
@@ -139,8 +149,101 @@ impl Drop for HostObj {
             // Re-entrant: the GIL is already held, so this only counts it.
             Python::attach(|py| obj.drop_ref(py));
         } else {
-            // Dropping it is host code that cannot run now (H1, I8).
-            std::mem::forget(obj);
+            // Dropping it is host code that cannot run here (H1, I8): the
+            // next call that holds the GIL does it.
+            deferred::push(deferred::Job::Decref(obj));
         }
     }
 }
+
+/// A Python object that core may drop anywhere, even under an engine lock
+/// with the GIL held (the exception an op failed with lives in the poison
+/// of vars, and core replaces poison under a var's lock): its reference
+/// always goes onto the [`deferred`] queue, never decref'd in place, so no
+/// `__del__` runs under an engine lock (H1).
+pub(crate) struct DeferredObj(ManuallyDrop<Py<PyAny>>);
+
+impl DeferredObj {
+    /// Takes ownership of `obj`.
+    pub(crate) fn new(obj: Py<PyAny>) -> Self {
+        DeferredObj(ManuallyDrop::new(obj))
+    }
+
+    /// The object, bound to the GIL.
+    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.0.bind(py)
+    }
+}
+
+impl Drop for DeferredObj {
+    fn drop(&mut self) {
+        // SAFETY: the only place the object is taken out; `self.0` is not
+        // used again.
+        let obj = unsafe { ManuallyDrop::take(&mut self.0) };
+        deferred::push(deferred::Job::Decref(obj));
+    }
+}
+
+/// Work that needs the GIL, left by threads that do not hold it.
+///
+/// # State
+///
+/// One queue of [`Job`]s behind a leaf lock that is only ever *tried*
+/// (`try_lock`), never waited for: a pusher is any thread (an engine
+/// worker dropping a payload or a poison, possibly under an engine lock),
+/// a drainer is a binding call holding the GIL. A try that fails spins a
+/// little and then leaks the job: a fork child whose copy of the lock is
+/// held by a thread it does not have must never hang (docs/DESIGN.md, "The
+/// fork point"), and a leaked reference only costs memory. After the
+/// interpreter is finalising nothing is drained (I8): the jobs leak.
+pub(crate) mod deferred {
+    use super::host_finalizing;
+    use forksafe_core::sync::{LockRank, Mutex};
+    use pyo3::prelude::*;
+
+    /// A job for a thread that holds the GIL.
+    pub(crate) enum Job {
+        /// Drop one reference.
+        Decref(Py<PyAny>),
+        /// Run a closure (resolving an op's future).
+        Call(Box<dyn FnOnce(Python<'_>) + Send>),
+    }
+
+    static QUEUE: Mutex<Vec<Job>> = Mutex::ranked(Vec::new(), LockRank::Leaf);
+
+    /// How many times a push or drain tries the lock before giving up.
+    const TRIES: u32 = 1000;
+
+    /// Queues `job`; leaks it if the queue cannot be had.
+    pub(crate) fn push(job: Job) {
+        for round in 0..TRIES {
+            if let Some(mut q) = QUEUE.try_lock() {
+                q.push(job);
+                return;
+            }
+            // A CPU hint at first, then yields.
+            forksafe_core::sync::spin_step(round);
+        }
+        std::mem::forget(job);
+    }
+
+    /// Runs the queued jobs; the caller holds the GIL. A job queued while
+    /// they run waits for the next drain.
+    pub(crate) fn drain(py: Python<'_>) {
+        if host_finalizing() {
+            return;
+        }
+        let jobs = match QUEUE.try_lock() {
+            Some(mut q) if !q.is_empty() => std::mem::take(&mut *q),
+            _ => return,
+        };
+        for job in jobs {
+            match job {
+                Job::Decref(obj) => obj.drop_ref(py),
+                Job::Call(f) => f(py),
+            }
+        }
+    }
+}
+
+pub(crate) use deferred::drain as drain_deferred;

@@ -1,9 +1,14 @@
-//! `Engine`, `Var` and `Array` for Python.
+//! `Engine` and `Var` for Python: pushing callbacks and kernels, waiting.
 
-use crate::bridge::{host_finalizing, HostObj, PyBridge};
-use crate::errors::{encode_exception, to_py, IntoPy};
+use crate::bridge::{drain_deferred, HostObj, PyBridge};
+use crate::data::{kernel_elems, PyData};
+use crate::engine_ref::EngineRef;
+use crate::errors::{to_py, IntoPy};
+use crate::future::{HostCall, Resolver};
+use crate::kernels::{self, Binary, KernelOut, Reduce, Scalar};
+use crate::var::PyVar;
 use forksafe::{Config, Engine, Priority, State, Var};
-use forksafe_core::sync::{park_until, Arc, Clock, Mutex};
+use forksafe_core::sync::{park_until, Arc, Clock, Slot};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -12,24 +17,6 @@ use std::time::{Duration, Instant};
 /// How long one slice of a wait on the main thread lasts before it takes
 /// the GIL back to run signal handlers (Ctrl-C, pytest-timeout).
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
-
-/// An explicit engine (shared by its Python object, its arrays and the ops
-/// that touch them) or the process-wide default one.
-#[derive(Clone)]
-pub(crate) enum EngineRef {
-    Owned(Arc<Engine>),
-    Default(&'static Engine),
-}
-
-impl std::ops::Deref for EngineRef {
-    type Target = Engine;
-    fn deref(&self) -> &Engine {
-        match self {
-            EngineRef::Owned(e) => e,
-            EngineRef::Default(e) => e,
-        }
-    }
-}
 
 /// Seconds (a positive, finite float) as a `Duration`.
 pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
@@ -100,74 +87,107 @@ fn blocking<T: Send>(
     }
 }
 
-/// Vars of one list argument (`Var` or `Array` items).
-fn vars_of(list: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Var>> {
+/// What one entry of an op's `reads` or `writes` names: a plain var, or a
+/// data var (whose array the callback gets).
+pub(crate) enum Named {
+    Plain(Var),
+    Data(Arc<crate::data::DataInner>),
+}
+
+impl Named {
+    pub(crate) fn var(&self) -> &Var {
+        match self {
+            Named::Plain(v) => v,
+            Named::Data(d) => &d.var,
+        }
+    }
+}
+
+/// The entries of one list argument (`Var` or `Data` items).
+fn named_of(list: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Named>> {
     if list.is_none() {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for item in list
         .try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be an iterable of Var or Array")))?
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be an iterable of Var or Data")))?
     {
-        out.push(var_of(&item?, what)?);
+        let item = item?;
+        if let Ok(d) = item.cast::<PyData>() {
+            out.push(Named::Data(d.get().inner.clone()));
+        } else {
+            out.push(Named::Plain(var_of(&item, what)?));
+        }
     }
     Ok(out)
 }
 
-/// The var of a `Var` or an `Array`.
+/// Vars of one list argument (`Var` or `Data` items).
+fn vars_of(list: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Var>> {
+    Ok(named_of(list, what)?
+        .iter()
+        .map(|n| n.var().clone())
+        .collect())
+}
+
+/// The var of a `Var` or a `Data`.
 fn var_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Var> {
     if let Ok(v) = obj.cast::<PyVar>() {
         return Ok(v.get().var.clone());
     }
-    if let Ok(a) = obj.cast::<PyArray>() {
-        return Ok(a.get().inner.var.clone());
+    if let Ok(d) = obj.cast::<PyData>() {
+        return Ok(d.get().inner.var.clone());
     }
     Err(PyTypeError::new_err(format!(
-        "{what}: expected a forksafe Var or Array, got {}",
+        "{what}: expected a forksafe Var or Data, got {}",
         obj.get_type().name()?
     )))
 }
 
-/// A Python callable and its arguments, run on the host lane.
-struct HostCall {
-    func: HostObj,
-    args: HostObj,
-    kwargs: Option<HostObj>,
+/// The data var behind a kernel argument.
+fn data_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Arc<crate::data::DataInner>> {
+    obj.cast::<PyData>()
+        .map(|d| d.get().inner.clone())
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}: expected a forksafe Data (Engine.data(array)), got {}",
+                obj.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })
 }
 
-impl HostCall {
-    /// Calls the callable with the GIL held (re-entrant: the bridge already
-    /// holds it) and drops it there too. A raised exception fails the op
-    /// with its type, message and traceback text.
-    fn run(self) -> Result<(), String> {
-        if host_finalizing() {
-            // `self` is leaked by its `HostObj`s: the host is going away.
-            return Err("the interpreter is finalising; callback not run".into());
-        }
-        let out = Python::try_attach(move |py| {
-            let args = self.args.bind(py).cast::<PyTuple>().ok().cloned();
-            let kwargs = self
-                .kwargs
-                .as_ref()
-                .and_then(|k| k.bind(py).cast::<PyDict>().ok().cloned());
-            let result = match args {
-                Some(args) => self.func.bind(py).call(args, kwargs.as_ref()),
-                None => self.func.bind(py).call0(),
-            };
-            let out = result.map(|_| ()).map_err(|e| encode_exception(py, &e));
-            drop(kwargs);
-            drop(self);
-            out
-        });
-        out.unwrap_or_else(|| Err("cannot attach to the interpreter; callback not run".into()))
+/// A kernel's scalar argument.
+fn scalar_of(obj: &Bound<'_, PyAny>) -> PyResult<Scalar> {
+    if let Ok(b) = obj.cast::<pyo3::types::PyBool>() {
+        return Ok(Scalar::Bool(b.is_true()));
     }
+    if let Ok(i) = obj.extract::<i64>() {
+        return Ok(Scalar::Int(i));
+    }
+    obj.extract::<f64>()
+        .map(Scalar::Float)
+        .map_err(|_| PyTypeError::new_err("expected a number or a bool"))
+}
+
+/// Vars, deduplicated in order (an op names each var once).
+fn unique<'a>(vars: impl IntoIterator<Item = &'a Var>) -> Vec<&'a Var> {
+    let mut out: Vec<&Var> = Vec::new();
+    for v in vars {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// A dependency engine. Ops declare the vars they read and write and run in
 /// per-var push order: Python callables on the host lane (with the GIL
-/// held), built-in Rust ops (`add`, `copy`, `fill`, `sleep`) on the compute
-/// lane. Keyword arguments size it: `compute_workers`, `host_workers`,
+/// held), built-in Rust kernels over data vars' numpy arrays on the compute
+/// lane (GIL released). Keyword arguments size it: `compute_workers`, `host_workers`,
 /// `max_pending` (None: unbounded), `fork_drain` and `shutdown_deadline`
 /// (seconds), `thread_name`, `worker_stack_size` (bytes; None: 2 MiB),
 /// `max_stand_ins` (per lane, waits inside ops blocked at once; 64).
@@ -221,31 +241,54 @@ impl PyEngine {
         Ok(PyVar { var })
     }
 
-    /// A new array of floats (a var with data), filled with `values`.
-    #[pyo3(signature = (values=None))]
-    fn array(&self, py: Python<'_>, values: Option<Vec<f64>>) -> PyResult<PyArray> {
+    /// Registers `array` (a numpy array, or any object with the buffer
+    /// protocol, viewed as one) as a data var, without copying it. Ops name
+    /// the returned `Data` in `reads`/`writes`; `get` gives the array back
+    /// after its writers.
+    fn data(&self, py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<PyData> {
         let var = self.engine.new_var().py_err(py)?;
-        Ok(PyArray {
-            inner: Arc::new(ArrayInner {
-                var,
-                data: Mutex::new(values.unwrap_or_default()),
-            }),
-            engine: self.engine.clone(),
-        })
+        PyData::register(py, var, array)
     }
 
-    /// Pushes `fn(*args, **kwargs)` as a host-lane op that reads `reads` and
-    /// writes `writes` (Vars or Arrays). Returns the op id. If `fn` raises,
-    /// the op fails: the vars it writes are poisoned, and the wait that
-    /// reports it raises `OpError` with the original type name, message
-    /// and traceback text.
-    #[pyo3(signature = (fn_, /, *, reads=None, writes=None, name=None, args=None,
+    /// Waits (GIL released) for every write of `data` pushed before, then
+    /// returns its array (the registered object: it shares its memory).
+    /// Raises what the write that poisoned it raised (the callback's own
+    /// exception, or `OpError`), `WaitTimeout` after `timeout` seconds.
+    /// Inside an op that writes `data` it returns at once.
+    #[pyo3(signature = (data, timeout=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        let inner = data_of(data, "get")?;
+        let engine = &self.engine;
+        let var = &inner.var;
+        blocking(py, timeout, |t| {
+            let r = match t {
+                Some(t) => engine.wait_for_var_timeout(var, t),
+                None => engine.wait_for_var(var),
+            };
+            match r {
+                Err(forksafe::Error::WaitOnSelf) => Ok(()),
+                other => other,
+            }
+        })?;
+        Ok(inner.array.bind(py).clone().unbind())
+    }
+
+    /// The native push behind `forksafe.Engine.push`: pushes
+    /// `fn_(*arrays, *args, **kwargs)` as a host-lane op and resolves
+    /// `future` with its return value or exception. Returns the op id.
+    #[pyo3(signature = (fn_, future, /, *, reads=None, writes=None, name=None, args=None,
                         kwargs=None, priority="normal", run_on_error=false))]
     #[allow(clippy::too_many_arguments)]
-    fn push(
+    fn _push(
         &self,
         py: Python<'_>,
         fn_: Bound<'_, PyAny>,
+        future: Bound<'_, PyAny>,
         reads: Option<Bound<'_, PyAny>>,
         writes: Option<Bound<'_, PyAny>>,
         name: Option<String>,
@@ -257,8 +300,17 @@ impl PyEngine {
         if !fn_.is_callable() {
             return Err(PyTypeError::new_err("push: fn must be callable"));
         }
-        let reads = reads.map_or(Ok(Vec::new()), |r| vars_of(&r, "reads"))?;
-        let writes = writes.map_or(Ok(Vec::new()), |w| vars_of(&w, "writes"))?;
+        let reads = reads.map_or(Ok(Vec::new()), |r| named_of(&r, "reads"))?;
+        let writes = writes.map_or(Ok(Vec::new()), |w| named_of(&w, "writes"))?;
+        for w in &writes {
+            if let Named::Data(d) = w {
+                if !d.writeable {
+                    return Err(PyValueError::new_err(
+                        "push: a data var in writes holds a read-only array",
+                    ));
+                }
+            }
+        }
         let args = match args {
             None => PyTuple::empty(py),
             Some(a) => a
@@ -274,152 +326,213 @@ impl PyEngine {
                 .and_then(|n| n.extract::<String>())
                 .unwrap_or_else(|_| "callback".into()),
         };
+        let read_vars: Vec<Var> = reads.iter().map(|n| n.var().clone()).collect();
+        let write_vars: Vec<Var> = writes.iter().map(|n| n.var().clone()).collect();
+        let describe = |list: &[Named]| {
+            list.iter()
+                .map(|n| match n {
+                    Named::Plain(v) => format!("{v:?}"),
+                    Named::Data(d) => format!("Data {:?}", d.var),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let vars = format!("reads: {}; writes: {}", describe(&reads), describe(&writes));
         // An extra reference held across the push: if the engine drops the
         // payload inside the push (a refused op), that drop only decrements
         // and runs no Python code under an engine lock (H1); ours is
         // released here afterwards, with the GIL and no engine lock.
-        let keep = (fn_.clone(), args.clone(), kwargs.clone());
+        let keep = (fn_.clone(), args.clone(), kwargs.clone(), future.clone());
+        let all_vars: Vec<Var> = read_vars.iter().chain(&write_vars).cloned().collect();
         let call = HostCall {
             func: HostObj::new(fn_.unbind()),
             args: HostObj::new(args.into_any().unbind()),
             kwargs: kwargs.map(|k| HostObj::new(k.into_any().unbind())),
+            data: reads
+                .into_iter()
+                .map(|n| (n, false))
+                .chain(writes.into_iter().map(|n| (n, true)))
+                .filter_map(|(n, w)| match n {
+                    Named::Data(d) => Some((d, w)),
+                    Named::Plain(_) => None,
+                })
+                .collect(),
+            vars,
+            resolver: Resolver::new(&future, self.engine.downgrade(), all_vars, name.clone()),
         };
         let mut op = self
             .engine
-            .op(name.to_owned())
-            .reads(&reads.iter().collect::<Vec<_>>())
-            .writes(&writes.iter().collect::<Vec<_>>())
+            .op(name)
+            .reads(&read_vars.iter().collect::<Vec<_>>())
+            .writes(&write_vars.iter().collect::<Vec<_>>())
             .host()
             .priority(parse_priority(priority)?);
         if run_on_error {
             op = op.run_on_error();
         }
-        let pushed = if self.engine.config().max_pending.is_some() {
-            // May wait for room: with the GIL released.
-            py.detach(move || op.try_run(move || call.run()))
-        } else {
-            op.try_run(move || call.run())
-        };
+        let pushed = crate::future::pushing(|| {
+            if self.engine.config().max_pending.is_some() {
+                // May wait for room: with the GIL released.
+                py.detach(move || op.try_run(move || call.run()))
+            } else {
+                op.try_run(move || call.run())
+            }
+        });
+        let id = pushed.py_err(py)?;
+        let _ = future.setattr("op_id", id);
         drop(keep);
-        pushed.py_err(py)
+        drain_deferred(py);
+        Ok(id)
     }
 
-    /// Pushes a compute-lane op: `out[i] = a[i] + b[i]` (Arrays of one
-    /// length; a length mismatch fails the op). `out` may be `a` or `b`.
-    #[pyo3(signature = (a, b, out, *, name="add"))]
-    fn add(
+    /// The native kernels behind `forksafe.Engine.add` and friends: `kind`
+    /// names the kernel, `future` gets its result. Returns the op id.
+    #[pyo3(signature = (kind, future, inputs, out=None, scalar=None, *, name=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _kernel(
         &self,
         py: Python<'_>,
-        a: &Bound<'_, PyArray>,
-        b: &Bound<'_, PyArray>,
-        out: &Bound<'_, PyArray>,
-        name: &str,
+        kind: &str,
+        future: Bound<'_, PyAny>,
+        inputs: Vec<Bound<'_, PyAny>>,
+        out: Option<Bound<'_, PyAny>>,
+        scalar: Option<Bound<'_, PyAny>>,
+        name: Option<String>,
     ) -> PyResult<u64> {
-        let (a, b, out) = (
-            a.get().inner.clone(),
-            b.get().inner.clone(),
-            out.get().inner.clone(),
-        );
-        let reads: Vec<&Var> = [&a, &b]
-            .into_iter()
-            .filter(|x| !Arc::ptr_eq(x, &out))
-            .map(|x| &x.var)
-            .fold(Vec::new(), |mut v, x| {
-                if !v.contains(&x) {
-                    v.push(x);
-                }
-                v
+        let name = name.unwrap_or_else(|| kind.to_string());
+        let ins: Vec<_> = inputs
+            .iter()
+            .map(|i| data_of(i, kind))
+            .collect::<PyResult<_>>()?;
+        let out = out.map(|o| data_of(&o, kind)).transpose()?;
+        let in_raw: Vec<_> = ins
+            .iter()
+            .map(|d| kernel_elems(d, kind, false))
+            .collect::<PyResult<_>>()?;
+        let out_raw = out
+            .as_ref()
+            .map(|d| kernel_elems(d, kind, true))
+            .transpose()?;
+        let all: Vec<_> = in_raw.iter().copied().chain(out_raw).collect();
+        if let Err((type_error, m)) = kernels::check_same(kind, &all) {
+            return Err(if type_error {
+                PyTypeError::new_err(m)
+            } else {
+                PyValueError::new_err(m)
             });
-        let body = {
-            let (a, b, out) = (a.clone(), b.clone(), out.clone());
-            move || -> Result<(), String> {
-                let x = a.data.lock().clone();
-                let y = b.data.lock().clone();
-                if x.len() != y.len() {
-                    return Err(format!(
-                        "add: length mismatch ({} and {})",
-                        x.len(),
-                        y.len()
-                    ));
-                }
-                let sum: Vec<f64> = x.iter().zip(&y).map(|(p, q)| p + q).collect();
-                *out.data.lock() = sum;
-                Ok(())
-            }
-        };
-        self.engine
-            .op(name.to_owned())
-            .reads(&reads)
-            .writes(&[&out.var])
-            .try_run(body)
-            .py_err(py)
-    }
-
-    /// Pushes a compute-lane op: `out = copy of src`.
-    #[pyo3(signature = (src, out, *, name="copy"))]
-    fn copy(
-        &self,
-        py: Python<'_>,
-        src: &Bound<'_, PyArray>,
-        out: &Bound<'_, PyArray>,
-        name: &str,
-    ) -> PyResult<u64> {
-        let (src, out) = (src.get().inner.clone(), out.get().inner.clone());
-        if Arc::ptr_eq(&src, &out) {
-            return Err(PyValueError::new_err(
-                "copy: src and out are the same array",
-            ));
         }
-        let body = {
-            let (src, out) = (src.clone(), out.clone());
-            move || {
-                let x = src.data.lock().clone();
-                *out.data.lock() = x;
+        let scalar = scalar.map(|s| scalar_of(&s)).transpose()?;
+        if let (Some(s), Some(first)) = (scalar, all.first()) {
+            if !kernels::scalar_fits(first.dtype, s) {
+                return Err(PyTypeError::new_err(format!(
+                    "{kind}: {s:?} does not fit a {} array",
+                    first.dtype.name()
+                )));
             }
-        };
-        self.engine
-            .op(name.to_owned())
-            .reads(&[&src.var])
-            .writes(&[&out.var])
-            .run(body)
-            .py_err(py)
-    }
-
-    /// Pushes a compute-lane op: every element of `out` set to `value`
-    /// (`length` elements if given, else its current length).
-    #[pyo3(signature = (out, value, length=None, *, name="fill"))]
-    fn fill(
-        &self,
-        py: Python<'_>,
-        out: &Bound<'_, PyArray>,
-        value: f64,
-        length: Option<usize>,
-        name: &str,
-    ) -> PyResult<u64> {
-        let out = out.get().inner.clone();
-        let body = {
-            let out = out.clone();
-            move || {
-                let mut d = out.data.lock();
-                let n = length.unwrap_or(d.len());
-                d.clear();
-                d.resize(n, value);
+        }
+        let need = |n: usize, with_out: bool, with_scalar: bool| -> PyResult<()> {
+            if in_raw.len() != n || out_raw.is_some() != with_out || scalar.is_some() != with_scalar
+            {
+                return Err(PyTypeError::new_err(format!("{kind}: wrong arguments")));
             }
+            Ok(())
         };
-        self.engine
-            .op(name.to_owned())
-            .writes(&[&out.var])
-            .run(body)
-            .py_err(py)
+        type Body = Box<dyn FnOnce() -> Result<KernelOut, String> + Send>;
+        // SAFETY (of every `unsafe` block below): each raw view was read at
+        // registration from an array its `DataInner` keeps alive (`keep`,
+        // moved into the body), checked at this push for dtype, length,
+        // alignment and writeability; the op names the inputs as reads and
+        // the output as a write, so the engine runs no writer of them
+        // alongside (I9).
+        let body: Body = match kind {
+            "add" | "mul" => {
+                need(2, true, false)?;
+                let op = if kind == "add" {
+                    Binary::Add
+                } else {
+                    Binary::Mul
+                };
+                let (a, b, o) = (in_raw[0], in_raw[1], out_raw.expect("checked"));
+                // SAFETY: see above.
+                Box::new(move || unsafe {
+                    kernels::binary(op, a, b, o);
+                    Ok(KernelOut::Nothing)
+                })
+            }
+            "scale" => {
+                need(1, true, true)?;
+                let (a, o, f) = (
+                    in_raw[0],
+                    out_raw.expect("checked"),
+                    scalar.expect("checked"),
+                );
+                // SAFETY: see above.
+                Box::new(move || unsafe {
+                    kernels::scale(a, f, o);
+                    Ok(KernelOut::Nothing)
+                })
+            }
+            "copy" => {
+                need(1, true, false)?;
+                let (a, o) = (in_raw[0], out_raw.expect("checked"));
+                // SAFETY: see above.
+                Box::new(move || unsafe {
+                    kernels::copy(a, o);
+                    Ok(KernelOut::Nothing)
+                })
+            }
+            "fill" => {
+                need(0, true, true)?;
+                let (o, v) = (out_raw.expect("checked"), scalar.expect("checked"));
+                // SAFETY: see above.
+                Box::new(move || unsafe {
+                    kernels::fill(o, v);
+                    Ok(KernelOut::Nothing)
+                })
+            }
+            "sum" | "mean" | "max" => {
+                need(1, false, false)?;
+                let op = match kind {
+                    "sum" => Reduce::Sum,
+                    "mean" => Reduce::Mean,
+                    _ => Reduce::Max,
+                };
+                let a = in_raw[0];
+                // SAFETY: see above.
+                Box::new(move || unsafe { kernels::reduce(op, a) })
+            }
+            _ => return Err(PyValueError::new_err(format!("no kernel named {kind:?}"))),
+        };
+        let out_var = out.as_ref().map(|o| o.var.clone());
+        let reads: Vec<Var> = ins
+            .iter()
+            .map(|d| d.var.clone())
+            .filter(|v| Some(v) != out_var.as_ref())
+            .collect();
+        let keep: Vec<_> = ins.into_iter().chain(out).collect();
+        self.push_compute(
+            py,
+            name,
+            reads,
+            out_var.into_iter().collect(),
+            future,
+            move || {
+                let r = body();
+                drop(keep);
+                r
+            },
+        )
     }
 
     /// Pushes a compute-lane op that sleeps `seconds` (a stand-in for a long
-    /// Rust kernel), reading `reads` and writing `writes`.
-    #[pyo3(signature = (seconds_, /, *, reads=None, writes=None, name="sleep"))]
-    fn sleep(
+    /// Rust kernel), reading `reads` and writing `writes`; `future` is
+    /// resolved with None once it has slept.
+    #[pyo3(signature = (seconds_, future, /, *, reads=None, writes=None, name="sleep"))]
+    fn _sleep(
         &self,
         py: Python<'_>,
         seconds_: f64,
+        future: Bound<'_, PyAny>,
         reads: Option<Bound<'_, PyAny>>,
         writes: Option<Bound<'_, PyAny>>,
         name: &str,
@@ -427,21 +540,17 @@ impl PyEngine {
         let d = seconds("seconds", seconds_)?;
         let reads = reads.map_or(Ok(Vec::new()), |r| vars_of(&r, "reads"))?;
         let writes = writes.map_or(Ok(Vec::new()), |w| vars_of(&w, "writes"))?;
-        self.engine
-            .op(name.to_owned())
-            .reads(&reads.iter().collect::<Vec<_>>())
-            .writes(&writes.iter().collect::<Vec<_>>())
-            .run(move || {
-                let clock = Clock::new();
-                let deadline = clock.deadline_after(d);
-                while !clock.passed(deadline) {
-                    park_until(&clock, Some(deadline));
-                }
-            })
-            .py_err(py)
+        self.push_compute(py, name.to_string(), reads, writes, future, move || {
+            let clock = Clock::new();
+            let deadline = clock.deadline_after(d);
+            while !clock.passed(deadline) {
+                park_until(&clock, Some(deadline));
+            }
+            Ok(KernelOut::Nothing)
+        })
     }
 
-    /// Waits (GIL released) until every write of `var` (a Var or Array)
+    /// Waits (GIL released) until every write of `var` (a Var or Data)
     /// pushed before has completed; raises `OpError` if it is poisoned, and
     /// `WaitTimeout` after `timeout` seconds.
     #[pyo3(signature = (var, timeout=None))]
@@ -466,7 +575,7 @@ impl PyEngine {
         })
     }
 
-    /// Clears the poison of `var` (a Var or Array): an op ordered on it
+    /// Clears the poison of `var` (a Var or Data): an op ordered on it
     /// like any other.
     fn clear_poison(&self, py: Python<'_>, var: &Bound<'_, PyAny>) -> PyResult<u64> {
         let var = var_of(var, "clear_poison")?;
@@ -554,6 +663,89 @@ impl PyEngine {
     }
 }
 
+impl PyEngine {
+    /// Pushes `body` as a compute-lane op reading `reads` and writing
+    /// `writes` plus a hidden `done` var, then the host-lane op that
+    /// resolves `future` with what the body returned (or its failure): see
+    /// `future::kernel_resolution`. Returns the compute op's id.
+    fn push_compute(
+        &self,
+        py: Python<'_>,
+        name: String,
+        reads: Vec<Var>,
+        writes: Vec<Var>,
+        future: Bound<'_, PyAny>,
+        body: impl FnOnce() -> Result<KernelOut, String> + Send + 'static,
+    ) -> PyResult<u64> {
+        let done = self.engine.new_var().py_err(py)?;
+        let slot: Arc<Slot<KernelOut>> = Arc::new(Slot::new());
+        let put = slot.clone();
+        let writes: Vec<&Var> = unique(writes.iter().chain([&done]));
+        let reads: Vec<&Var> = unique(reads.iter().filter(|r| !writes.contains(r)));
+        let compute = self.engine.op(name.clone()).reads(&reads).writes(&writes);
+        let detach = self.engine.config().max_pending.is_some();
+        let pushed = crate::future::pushing(|| {
+            let run = move || compute.try_run(move || body().map(|v| put.put(v)));
+            // May wait for room: with the GIL released.
+            if detach {
+                py.detach(run)
+            } else {
+                run()
+            }
+        });
+        let id = pushed.py_err(py)?;
+        let _ = future.setattr("op_id", id);
+        let resolver = Resolver::new(
+            &future,
+            self.engine.downgrade(),
+            vec![done.clone()],
+            name.clone(),
+        );
+        let engine = self.engine.downgrade();
+        let resolve_done = done.clone();
+        let resolve = self
+            .engine
+            .op(format!("{name}:resolve"))
+            .reads(&[&done])
+            .host()
+            .run_on_error();
+        let pushed = crate::future::pushing(|| {
+            let run = move || {
+                resolve.run(move || {
+                    let _ = Python::try_attach(move |py| {
+                        drain_deferred(py);
+                        let value = slot.take().map(|v| match v {
+                            KernelOut::Nothing => py.None(),
+                            KernelOut::Float(x) => x
+                                .into_pyobject(py)
+                                .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
+                            KernelOut::Int(x) => x
+                                .into_pyobject(py)
+                                .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
+                        });
+                        crate::future::kernel_resolution(
+                            py,
+                            resolver,
+                            value,
+                            &engine,
+                            &resolve_done,
+                            Some(id),
+                        );
+                    });
+                })
+            };
+            if detach {
+                py.detach(run)
+            } else {
+                run()
+            }
+        });
+        drain_deferred(py);
+        pushed.py_err(py)?;
+        Ok(id)
+    }
+}
+
 /// The default engine, started with `config` and the Python bridge the
 /// first time (the config of later calls is ignored).
 fn default_engine(py: Python<'_>, config: Config) -> PyResult<EngineRef> {
@@ -572,94 +764,5 @@ fn default_engine(py: Python<'_>, config: Config) -> PyResult<EngineRef> {
             ))
         }
         Err(e) => Err(to_py(py, e)),
-    }
-}
-
-/// A var: a handle naming a resource, ordered by the ops that read and write
-/// it. Its `version` counts completed writes.
-#[pyclass(frozen, name = "Var", module = "forksafe._forksafe")]
-pub struct PyVar {
-    pub(crate) var: Var,
-}
-
-#[pymethods]
-impl PyVar {
-    fn __repr__(&self) -> String {
-        format!("<forksafe.Var {:?}>", self.var)
-    }
-
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<PyVar>().is_ok_and(|o| o.get().var == self.var)
-    }
-
-    fn __hash__(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{:?}", self.var).hash(&mut h);
-        h.finish()
-    }
-}
-
-pub(crate) struct ArrayInner {
-    var: Var,
-    data: Mutex<Vec<f64>>,
-}
-
-/// An array of floats whose reads and writes are ordered by its var: the
-/// engine's stand-in for an MXNet NDArray. Built by `Engine.array`.
-#[pyclass(frozen, name = "Array", module = "forksafe._forksafe")]
-pub struct PyArray {
-    inner: Arc<ArrayInner>,
-    engine: EngineRef,
-}
-
-#[pymethods]
-impl PyArray {
-    /// The array's var (pass it, or the array itself, in reads/writes).
-    #[getter]
-    fn var(&self) -> PyVar {
-        PyVar {
-            var: self.inner.var.clone(),
-        }
-    }
-
-    /// The contents, after waiting (GIL released) for every write pushed
-    /// before; raises `OpError` if the array is poisoned. Inside an op that
-    /// writes this array it reads at once.
-    #[pyo3(signature = (timeout=None))]
-    fn tolist(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Vec<f64>> {
-        let engine = &self.engine;
-        let var = &self.inner.var;
-        match blocking(py, timeout, |t| {
-            let r = match t {
-                Some(t) => engine.wait_for_var_timeout(var, t),
-                None => engine.wait_for_var(var),
-            };
-            match r {
-                Err(forksafe::Error::WaitOnSelf) => Ok(()),
-                other => other,
-            }
-        }) {
-            Ok(()) => Ok(self.inner.data.lock().clone()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Sets the contents at once, without ordering: call it from an op that
-    /// writes this array (or once nothing else touches it).
-    fn assign(&self, values: Vec<f64>) {
-        *self.inner.data.lock() = values;
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.data.lock().len()
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "<forksafe.Array {:?} len={}>",
-            self.inner.var,
-            self.__len__()
-        )
     }
 }

@@ -1,6 +1,7 @@
 //! Python exceptions of the binding, and how engine errors and Python
 //! exceptions raised in callbacks become them.
 
+use crate::bridge::DeferredObj;
 use forksafe::{Error, OpError as CoreOpError, OpErrorKind};
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -16,12 +17,14 @@ pyo3::create_exception!(
     _forksafe,
     OpError,
     ForksafeError,
-    "An op failed (its callback raised, a Rust op failed), or was lost in a fork child, or \
-     cancelled by shutdown. Attributes: op_name, op_id, kind ('failed', 'panicked', \
-     'lost_in_fork', 'cancelled', 'token_dropped', 'worker_start'), exc_type (the callback's exception type \
-     name, or None), message (the original message), traceback (the callback's formatted \
-     traceback text, or None), errors (from wait_all: every error raised since the previous \
-     wait_all, this one first)."
+    "An op failed, was skipped, lost in a fork child or cancelled by shutdown. A callback's own \
+     exception is re-raised as itself, with an OpError as its __cause__; a dependent op skipped \
+     because of it raises OpError (kind 'skipped') whose __cause__ is that exception. \
+     Attributes: op_name, op_id, kind ('failed', 'panicked', 'skipped', 'lost_in_fork', \
+     'cancelled', 'token_dropped', 'worker_start'), vars (the op's vars, described, when known), \
+     exc_type (the callback's exception type name, or None), message, traceback (the \
+     callback's formatted traceback text, or None), errors (from wait_all: every error \
+     raised since the previous wait_all, this one first)."
 );
 pyo3::create_exception!(
     _forksafe,
@@ -42,125 +45,184 @@ pyo3::create_exception!(
     "Called from the forking thread between fork's prepare and parent/child handlers."
 );
 
-/// Marks a failure message that carries a Python exception.
-const MARK: &str = "\u{1}pyexc\u{1}";
+/// The exception a Python callback raised, as the error its op failed
+/// with: it travels with the poison to every var the failure reaches
+/// (core keeps it as the `OpError`'s source), so every wait that reports
+/// it raises this same object again.
+pub(crate) struct PyRaised {
+    exc: DeferredObj,
+    /// `Type: message`, for Rust-side displays of the error.
+    text: String,
+}
 
-/// A Python exception raised by a callback, encoded into the op's failure
-/// message (which travels with the poison to every dependent op):
-/// `MARK len(type):len(message):type message traceback`.
-pub(crate) fn encode_exception(py: Python<'_>, err: &PyErr) -> String {
-    let ty = err.get_type(py);
+impl PyRaised {
+    /// Wraps the raised exception `exc`.
+    pub(crate) fn new(exc: &Bound<'_, PyAny>) -> Self {
+        let text = format!("{}: {}", type_name(exc), message_of(exc));
+        PyRaised {
+            exc: DeferredObj::new(exc.clone().unbind()),
+            text,
+        }
+    }
+}
+
+impl std::fmt::Display for PyRaised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::fmt::Debug for PyRaised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PyRaised({})", self.text)
+    }
+}
+
+impl std::error::Error for PyRaised {}
+
+/// The qualified type name of an exception (module-qualified unless it is
+/// a builtin or from `__main__`).
+fn type_name(exc: &Bound<'_, PyAny>) -> String {
+    let ty = exc.get_type();
     let qual = ty
         .qualname()
         .map(|s| s.to_string())
         .unwrap_or_else(|_| "Exception".into());
-    let type_name = match ty.module().map(|m| m.to_string()) {
+    match ty.module().map(|m| m.to_string()) {
         Ok(m) if m != "builtins" && m != "__main__" => format!("{m}.{qual}"),
         _ => qual,
-    };
-    let value = err.value(py);
-    let message = value
-        .str()
+    }
+}
+
+fn message_of(exc: &Bound<'_, PyAny>) -> String {
+    exc.str()
         .map(|s| s.to_string())
-        .unwrap_or_else(|_| "<unprintable exception>".into());
-    let traceback = py
-        .import("traceback")
-        .and_then(|tb| {
-            tb.call_method1(
-                "format_exception",
-                (err.get_type(py), value, err.traceback(py)),
-            )
-        })
-        .and_then(|lines| lines.extract::<Vec<String>>())
-        .map(|lines| lines.concat())
-        .unwrap_or_else(|_| format!("{type_name}: {message}\n"));
-    format!(
-        "{MARK}{}:{}:{type_name}{message}{traceback}",
-        type_name.len(),
-        message.len()
-    )
+        .unwrap_or_else(|_| "<unprintable exception>".into())
 }
 
-/// The parts of an encoded exception: type name, message, traceback.
-fn decode_exception(s: &str) -> Option<(&str, &str, &str)> {
-    let rest = s.strip_prefix(MARK)?;
-    let (tlen, rest) = rest.split_once(':')?;
-    let (mlen, rest) = rest.split_once(':')?;
-    let tlen: usize = tlen.parse().ok()?;
-    let mlen: usize = mlen.parse().ok()?;
-    let ty = rest.get(..tlen)?;
-    let msg = rest.get(tlen..tlen + mlen)?;
-    let tb = rest.get(tlen + mlen..)?;
-    Some((ty, msg, tb))
+/// The exception a callback raised, if `e` is (or passes on) that failure.
+pub(crate) fn original<'py>(py: Python<'py>, e: &CoreOpError) -> Option<Bound<'py, PyAny>> {
+    e.body_error()
+        .and_then(|b| b.downcast_ref::<PyRaised>())
+        .map(|r| r.exc.bind(py).clone())
 }
 
-/// A Python `OpError` for one engine op error.
-pub(crate) fn op_error(py: Python<'_>, e: &CoreOpError) -> PyErr {
+/// The facts of an `OpError`, for [`new_op_error`].
+pub(crate) struct OpFacts<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) id: Option<u64>,
+    pub(crate) kind: &'a str,
+    pub(crate) message: String,
+    /// The vars the op reads and writes, described.
+    pub(crate) vars: Option<String>,
+}
+
+/// A new `OpError` value with its attributes set; `exc`, if any, is the
+/// callback's exception it reports (type name and traceback text).
+pub(crate) fn new_op_error<'py>(
+    py: Python<'py>,
+    facts: OpFacts<'_>,
+    exc: Option<&Bound<'py, PyAny>>,
+) -> Bound<'py, PyAny> {
+    let id = facts.id.map_or(String::new(), |i| format!(" (#{i})"));
+    let vars = facts
+        .vars
+        .as_deref()
+        .map_or(String::new(), |v| format!(" [{v}]"));
+    let exc_type = exc.map(type_name);
+    let traceback = exc.and_then(|e| {
+        py.import("traceback")
+            .and_then(|tb| tb.call_method1("format_exception", (e,)))
+            .and_then(|lines| lines.extract::<Vec<String>>())
+            .map(|lines| lines.concat())
+            .ok()
+    });
+    let what = match (&exc_type, facts.kind) {
+        (Some(t), _) => format!("failed: {t}: {}", facts.message),
+        (None, "failed") => format!("failed: {}", facts.message),
+        (None, "panicked") => format!("panicked: {}", facts.message),
+        _ => facts.message.clone(),
+    };
+    let text = format!("op '{}'{id}{vars} {what}", facts.name);
+    let value = OpError::new_err(text)
+        .into_value(py)
+        .into_bound(py)
+        .into_any();
+    let _ = value.setattr("op_name", facts.name);
+    let _ = value.setattr("op_id", facts.id);
+    let _ = value.setattr("kind", facts.kind);
+    let _ = value.setattr("vars", facts.vars);
+    let _ = value.setattr("exc_type", exc_type);
+    let _ = value.setattr("message", facts.message);
+    let _ = value.setattr("traceback", traceback);
+    value
+}
+
+/// A Python `OpError` for one engine op error (the callback's exception,
+/// if any, as its `__cause__`).
+pub(crate) fn op_error<'py>(py: Python<'py>, e: &CoreOpError) -> Bound<'py, PyAny> {
     let op = e.op();
-    let (kind, exc_type, message, traceback) = match e.kind() {
-        OpErrorKind::Failed(m) => match decode_exception(m) {
-            Some((t, msg, tb)) => ("failed", Some(t), msg.to_string(), Some(tb)),
-            None => ("failed", None, m.clone(), None),
-        },
-        OpErrorKind::Panicked(m) => ("panicked", None, m.clone(), None),
+    let (kind, message) = match e.kind() {
+        OpErrorKind::Failed(m) => ("failed", m.clone()),
+        OpErrorKind::Panicked(m) => ("panicked", m.clone()),
         OpErrorKind::LostInFork => (
             "lost_in_fork",
-            None,
             "was pending at fork; not run in the child".to_string(),
-            None,
         ),
-        OpErrorKind::Cancelled => ("cancelled", None, "was cancelled by shutdown".into(), None),
+        OpErrorKind::Cancelled => ("cancelled", "was cancelled by shutdown".into()),
         OpErrorKind::TokenDropped => (
             "token_dropped",
-            None,
             "completion token dropped unfinished".into(),
-            None,
         ),
         OpErrorKind::WorkerStart(m) => (
             "worker_start",
-            None,
             format!("had no worker: cannot start one: {m}"),
-            None,
         ),
-        other => ("other", None, format!("{other:?}"), None),
+        other => ("other", format!("{other:?}")),
     };
-    let what = match (exc_type, traceback) {
-        (Some(t), Some(tb)) => format!("failed: {t}: {message}\n\n{tb}"),
-        _ if kind == "failed" => format!("failed: {message}"),
-        _ if kind == "panicked" => format!("panicked: {message}"),
-        _ => message.clone(),
+    let exc = original(py, e);
+    let facts = OpFacts {
+        name: &op.name,
+        id: Some(op.id),
+        kind,
+        message: match &exc {
+            Some(x) => message_of(x),
+            None => message,
+        },
+        vars: None,
     };
-    let text = format!("op '{}' (#{}) {}", op.name, op.id, what.trim_end());
-    let err = OpError::new_err(text);
-    let value = err.value(py);
-    let _ = value.setattr("op_name", op.name.as_str());
-    let _ = value.setattr("op_id", op.id);
-    let _ = value.setattr("kind", kind);
-    let _ = value.setattr("exc_type", exc_type);
-    let _ = value.setattr("message", message);
-    let _ = value.setattr("traceback", traceback);
-    err
+    let value = new_op_error(py, facts, exc.as_ref());
+    if let Some(x) = exc {
+        let _ = value.setattr("__cause__", x);
+    }
+    value
+}
+
+/// What a wait raises for one op error: the callback's own exception
+/// object when there is one (its `__cause__` is the `OpError` its op made
+/// when it failed), else an `OpError`.
+pub(crate) fn raised<'py>(py: Python<'py>, e: &CoreOpError) -> Bound<'py, PyAny> {
+    original(py, e).unwrap_or_else(|| op_error(py, e))
 }
 
 /// The Python exception for an engine error.
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e {
-        Error::Poisoned(op) => {
-            let err = op_error(py, &op);
-            let _ = err
-                .value(py)
-                .setattr("errors", PyList::new(py, [err.value(py)]).ok());
-            err
-        }
+        Error::Poisoned(op) => PyErr::from_value(raised(py, &op)),
         Error::OpsFailed(errs) => {
-            let all: Vec<PyErr> = errs.iter().map(|e| op_error(py, e)).collect();
-            let values: Vec<Bound<'_, PyAny>> =
-                all.iter().map(|e| e.value(py).clone().into_any()).collect();
-            let list = PyList::new(py, values).ok();
-            match all.into_iter().next() {
+            // The first error is raised; `errors` (on it, and on its
+            // `OpError` cause when it is a callback's exception) lists all.
+            let all: Vec<Bound<'_, PyAny>> = errs.iter().map(|e| raised(py, e)).collect();
+            let list = PyList::new(py, &all).ok();
+            match all.first() {
                 Some(first) => {
-                    let _ = first.value(py).setattr("errors", list);
-                    first
+                    if let Ok(cause) = first.getattr("__cause__") {
+                        if cause.is_instance_of::<OpError>() {
+                            let _ = cause.setattr("errors", list.clone());
+                        }
+                    }
+                    let _ = first.setattr("errors", list);
+                    PyErr::from_value(first.clone())
                 }
                 None => ForksafeError::new_err("wait_all reported an empty error list"),
             }

@@ -12,8 +12,13 @@
 //! `pthread_atfork` handlers.
 
 mod bridge;
+mod data;
 mod engine;
+mod engine_ref;
 mod errors;
+mod future;
+mod kernels;
+mod var;
 
 use forksafe::{QuiesceGuard, State};
 use forksafe_core::sync::Mutex;
@@ -68,7 +73,7 @@ fn before_fork(
     engines: Vec<PyRef<'_, engine::PyEngine>>,
 ) -> PyResult<ForkHold> {
     let drain = engine::seconds("drain", drain)?;
-    let refs: Vec<engine::EngineRef> = engines.iter().map(|e| e.engine.clone()).collect();
+    let refs: Vec<engine_ref::EngineRef> = engines.iter().map(|e| e.engine.clone()).collect();
     drop(engines);
     let (held, timed_out) = py.detach(move || {
         let start = Instant::now();
@@ -144,6 +149,23 @@ fn shutdown_default(py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
 
 /// How many times this process and its ancestors forked since the first
 /// engine of the lineage was made.
+/// The `OpError` of an op pending at a fork, for its future in the child.
+#[pyfunction]
+#[pyo3(name = "_lost_error", signature = (name, op_id=None))]
+fn lost_error<'py>(py: Python<'py>, name: &str, op_id: Option<u64>) -> Bound<'py, PyAny> {
+    errors::new_op_error(
+        py,
+        errors::OpFacts {
+            name,
+            id: op_id,
+            kind: "lost_in_fork",
+            message: "was pending at fork; not run in the child".into(),
+            vars: None,
+        },
+        None,
+    )
+}
+
 #[pyfunction]
 fn fork_epoch() -> u64 {
     forksafe::fork_epoch()
@@ -154,8 +176,8 @@ fn _forksafe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     bridge::init_finalizing_probe();
     m.add_class::<engine::PyEngine>()?;
-    m.add_class::<engine::PyVar>()?;
-    m.add_class::<engine::PyArray>()?;
+    m.add_class::<var::PyVar>()?;
+    m.add_class::<data::PyData>()?;
     m.add_class::<ForkHold>()?;
     m.add("ForksafeError", py.get_type::<errors::ForksafeError>())?;
     m.add("OpError", py.get_type::<errors::OpError>())?;
@@ -171,5 +193,7 @@ fn _forksafe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_finalizing, m)?)?;
     m.add_function(wrap_pyfunction!(shutdown_default, m)?)?;
     m.add_function(wrap_pyfunction!(fork_epoch, m)?)?;
+    m.add_function(wrap_pyfunction!(lost_error, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

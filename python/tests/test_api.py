@@ -1,11 +1,13 @@
-"""The Python API: vars, arrays, host-lane callbacks, built-in Rust compute
-ops, waits, errors and bad input."""
+"""The Python API: vars, data vars, host-lane callbacks, built-in Rust
+kernels, waits, errors and bad input."""
 
 from __future__ import annotations
 
 import threading
 import time
+import traceback
 
+import numpy as np
 import pytest
 
 import forksafe
@@ -34,19 +36,26 @@ def test_callback_args_kwargs_and_name(eng):
     assert out["v"][:3] == (1, 2, 3)
 
 
-def test_rust_compute_ops_and_host_ops(eng):
-    a, b, out = eng.array([1.0, 2.0]), eng.array([10.0, 20.0]), eng.array()
+def test_rust_kernels_and_host_ops(eng):
+    a = eng.data(np.array([1.0, 2.0]))
+    b = eng.data(np.array([10.0, 20.0]))
+    out = eng.data(np.zeros(2))
     eng.add(a, b, out)
     eng.add(out, a, out)  # in place: out is only written
-    c = eng.array()
+    c = eng.data(np.zeros(2))
     eng.copy(out, c)
     eng.fill(a, 7.0)
-    seen = []
-    eng.push(lambda: seen.append(c.tolist()), reads=[c])
+    seen = eng.push(lambda c: c.tolist(), reads=[c])
     eng.wait_all()
-    assert out.tolist() == [12.0, 24.0]
-    assert seen == [[12.0, 24.0]]
-    assert a.tolist() == [7.0, 7.0]
+    assert eng.get(out).tolist() == [12.0, 24.0]
+    assert seen.result() == [12.0, 24.0]
+    assert eng.get(a).tolist() == [7.0, 7.0]
+    eng.mul(a, b, out)
+    eng.scale(out, 0.5, out)
+    assert eng.get(out).tolist() == [35.0, 70.0]
+    assert eng.sum(out).result() == 105.0
+    assert eng.mean(out).result() == 52.5
+    assert eng.max(out).result() == 70.0
 
 
 def test_default_engine():
@@ -64,29 +73,42 @@ def test_exception_in_callback_reraised_at_wait(eng):
     def forward():
         raise KeyError("missing input 'x'")
 
-    eng.push(forward, writes=[v], name="bad forward")
-    eng.push(lambda: None, reads=[v], writes=[w], name="dependent")
+    failed = eng.push(forward, writes=[v], name="bad forward")
+    dependent = eng.push(lambda: None, reads=[v], writes=[w], name="dependent")
     eng.push(lambda: None, writes=[ok], name="independent")
-    with pytest.raises(forksafe.OpError) as info:
+    # The wait raises the callback's own exception object, chained from an
+    # OpError that names the op and its vars.
+    with pytest.raises(KeyError) as info:
         eng.wait(v)
-    e = info.value
+    original = info.value
+    assert failed.exception() is original
+    e = original.__cause__
+    assert isinstance(e, forksafe.OpError)
     assert e.kind == "failed"
     assert e.exc_type == "KeyError"
     assert e.message == "\"missing input 'x'\""
-    assert e.op_name == "bad forward"
+    assert e.op_name == "bad forward" and e.op_id == failed.op_id
+    assert "writes: Var" in e.vars
     assert "Traceback (most recent call last)" in e.traceback
     assert "in forward" in e.traceback and "raise KeyError" in e.traceback
-    assert "missing input 'x'" in str(e) and "in forward" in str(e)
-    # Poison sticks and passes on to dependents, with the same error.
-    with pytest.raises(forksafe.OpError):
+    assert "missing input 'x'" in str(e) and "bad forward" in str(e)
+    tb = "".join(traceback.format_exception(original))
+    assert "raise KeyError" in tb, "the original traceback is kept"
+    # Poison sticks and passes on to dependents, with the same exception.
+    with pytest.raises(KeyError) as again:
         eng.wait(v)
-    with pytest.raises(forksafe.OpError) as dep:
+    assert again.value is original
+    with pytest.raises(KeyError) as dep:
         eng.wait(w)
-    assert dep.value.op_name == "bad forward"
+    assert dep.value is original
+    # The skipped dependent's future: OpError caused by the original.
+    skipped = dependent.exception(timeout=10)
+    assert isinstance(skipped, forksafe.OpError) and skipped.kind == "skipped"
+    assert skipped.op_name == "dependent" and skipped.__cause__ is original
     eng.wait(ok)
-    with pytest.raises(forksafe.OpError) as all_:
+    with pytest.raises(KeyError) as all_:
         eng.wait_all()
-    assert [x.op_name for x in all_.value.errors] == ["bad forward"]
+    assert all_.value is original and all_.value.errors == [original]
     eng.wait_all()  # reported once
     # The engine keeps working once the poison is cleared.
     eng.clear_poison(v)
@@ -94,12 +116,34 @@ def test_exception_in_callback_reraised_at_wait(eng):
     eng.wait(v)
 
 
+def test_exception_that_has_a_cause_keeps_it(eng):
+    v = eng.new_var()
+
+    def chained():
+        try:
+            {}["k"]
+        except KeyError as k:
+            raise ValueError("bad input") from k
+
+    f = eng.push(chained, writes=[v])
+    e = f.exception(timeout=10)
+    assert isinstance(e, ValueError) and isinstance(e.__cause__, KeyError)
+    assert any("chained" in n for n in e.__notes__), "the op is named in a note"
+    with pytest.raises(ValueError):
+        eng.wait_all()
+
+
 def test_rust_op_failure(eng):
-    a, b, out = eng.array([1.0]), eng.array([1.0, 2.0]), eng.array()
-    eng.add(a, b, out)
-    with pytest.raises(forksafe.OpError, match="length mismatch") as info:
-        out.tolist()
-    assert info.value.exc_type is None
+    a, b = eng.data(np.zeros(1)), eng.data(np.zeros(2))
+    with pytest.raises(ValueError, match="lengths differ"):
+        eng.add(a, b, b)
+    with pytest.raises(TypeError, match="dtypes differ"):
+        eng.add(a, eng.data(np.zeros(1, dtype=np.int64)), a)
+    empty = eng.data(np.zeros(0))
+    fut = eng.max(empty)
+    err = fut.exception(timeout=10)
+    assert isinstance(err, forksafe.OpError) and err.kind == "failed"
+    assert "empty" in err.message and err.exc_type is None
     with pytest.raises(forksafe.OpError):
         eng.wait_all()
 
@@ -108,16 +152,16 @@ def test_callback_waits_on_another_var():
     # One host worker: the callback waits for a Rust op and for a host op
     # pushed before it; neither deadlocks the pool.
     eng = forksafe.Engine(compute_workers=1, host_workers=1)
-    x, y, z = eng.array(), eng.new_var(), eng.new_var()
+    x, y, z = eng.data(np.zeros(2)), eng.new_var(), eng.new_var()
     eng.sleep(0.2, writes=[x])
-    eng.fill(x, 3.0, 2)
+    eng.fill(x, 3.0)
     order = []
     eng.push(lambda: (time.sleep(0.1), order.append("y")), writes=[y])
     got = {}
 
     def consumer():
         eng.wait(y)
-        got["x"] = x.tolist()  # waits for the Rust writes of x
+        got["x"] = eng.get(x).tolist()  # waits for the Rust writes of x
         order.append("consumer")
 
     eng.push(consumer, writes=[z], name="consumer")
@@ -200,6 +244,7 @@ def test_shutdown_refuses_pushes_and_reports():
     with pytest.raises(forksafe.OpError) as info:
         eng.wait_all()
     assert any(e.kind == "cancelled" for e in info.value.errors)
+    assert info.value.errors[0] is info.value
 
 
 def test_push_and_wait_from_many_threads(eng):

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import forksafe
@@ -24,12 +25,13 @@ def child_main(q) -> None:
     child pushes host and Rust ops on its own engine and waits."""
     eng = forksafe.default_engine()
     lost = (eng.fork_report() or {}).get("lost", [])
-    a, b, out = eng.array([1.0, 2.0]), eng.array([3.0, 4.0]), eng.array()
+    a, b = eng.data(np.array([1.0, 2.0])), eng.data(np.array([3.0, 4.0]))
+    out = eng.data(np.zeros(2))
     eng.add(a, b, out)
     seen = []
     v = eng.new_var()
     for i in range(20):
-        eng.push(seen.append, args=(i,), reads=[out], writes=[v])
+        eng.push(lambda _out, i=i: seen.append(i), reads=[out], writes=[v])
     eng.wait(v)
     try:
         eng.wait_all()
@@ -37,7 +39,7 @@ def child_main(q) -> None:
         # A fork child: the parent's pending ops were lost, nothing else.
         assert {x.kind for x in e.errors} == {"lost_in_fork"}, e.errors
         assert len(e.errors) == len(lost)
-    q.put((out.tolist(), seen == list(range(20)), len(lost)))
+    q.put((eng.get(out).tolist(), seen == list(range(20)), len(lost)))
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
