@@ -11,7 +11,7 @@
 //! Forks that bypass Python are covered by the engine's own
 //! `pthread_atfork` handlers.
 
-mod bridge;
+use forksafe_pyo3 as bridge;
 mod data;
 mod engine;
 mod engine_ref;

@@ -29,7 +29,7 @@ static IS_FINALIZING_FN: AtomicUsize = AtomicUsize::new(0);
 
 /// Looks up CPython's "is finalizing" function in the running interpreter.
 /// Called once, at module init, with the GIL held.
-pub(crate) fn init_finalizing_probe() {
+pub fn init_finalizing_probe() {
     for name in [c"Py_IsFinalizing", c"_Py_IsFinalizing"] {
         // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only
         // reads the process's symbol tables.
@@ -42,12 +42,12 @@ pub(crate) fn init_finalizing_probe() {
 }
 
 /// Marks the host as finalising: no engine calls into Python afterwards.
-pub(crate) fn set_finalizing() {
+pub fn set_finalizing() {
     FINALIZING.store(true, Ordering::SeqCst);
 }
 
 /// Whether the engine must no longer call into Python.
-pub(crate) fn host_finalizing() -> bool {
+pub fn host_finalizing() -> bool {
     if FINALIZING.load(Ordering::SeqCst) {
         return true;
     }
@@ -62,7 +62,7 @@ pub(crate) fn host_finalizing() -> bool {
 }
 
 /// Whether the calling thread holds the GIL.
-pub(crate) fn gil_held() -> bool {
+pub fn gil_held() -> bool {
     extern "C" {
         // Not in PyO3's abi3 bindings, but exported by every CPython 3
         // (since 3.4); the extension is loaded into that interpreter.
@@ -126,16 +126,16 @@ impl HostBridge for PyBridge {
 /// reference goes onto the [`deferred`] queue, and the next binding call
 /// that holds the GIL drops it ([`drain_deferred`]). It never goes through
 /// PyO3's own deferred-decref pool, whose lock a fork could copy held.
-pub(crate) struct HostObj(ManuallyDrop<Py<PyAny>>);
+pub struct HostObj(ManuallyDrop<Py<PyAny>>);
 
 impl HostObj {
     /// Takes ownership of `obj`.
-    pub(crate) fn new(obj: Py<PyAny>) -> Self {
+    pub fn new(obj: Py<PyAny>) -> Self {
         HostObj(ManuallyDrop::new(obj))
     }
 
     /// The object, bound to the GIL.
-    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+    pub fn bind<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
         self.0.bind(py)
     }
 }
@@ -161,16 +161,16 @@ impl Drop for HostObj {
 /// of vars, and core replaces poison under a var's lock): its reference
 /// always goes onto the [`deferred`] queue, never decref'd in place, so no
 /// `__del__` runs under an engine lock (H1).
-pub(crate) struct DeferredObj(ManuallyDrop<Py<PyAny>>);
+pub struct DeferredObj(ManuallyDrop<Py<PyAny>>);
 
 impl DeferredObj {
     /// Takes ownership of `obj`.
-    pub(crate) fn new(obj: Py<PyAny>) -> Self {
+    pub fn new(obj: Py<PyAny>) -> Self {
         DeferredObj(ManuallyDrop::new(obj))
     }
 
     /// The object, bound to the GIL.
-    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+    pub fn bind<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
         self.0.bind(py)
     }
 }
@@ -188,7 +188,7 @@ impl Drop for DeferredObj {
 ///
 /// # State
 ///
-/// One queue of [`Job`]s behind a leaf lock that is only ever *tried*
+/// One queue of [`deferred::Job`]s behind a leaf lock that is only ever *tried*
 /// (`try_lock`), never waited for: a pusher is any thread (an engine
 /// worker dropping a payload or a poison, possibly under an engine lock),
 /// a drainer is a binding call holding the GIL. A try that fails spins a
@@ -196,13 +196,13 @@ impl Drop for DeferredObj {
 /// held by a thread it does not have must never hang (docs/DESIGN.md, "The
 /// fork point"), and a leaked reference only costs memory. After the
 /// interpreter is finalising nothing is drained (I8): the jobs leak.
-pub(crate) mod deferred {
+pub mod deferred {
     use super::host_finalizing;
     use forksafe_core::sync::{LockRank, Mutex};
     use pyo3::prelude::*;
 
     /// A job for a thread that holds the GIL.
-    pub(crate) enum Job {
+    pub enum Job {
         /// Drop one reference.
         Decref(Py<PyAny>),
         /// Run a closure (resolving an op's future).
@@ -215,7 +215,7 @@ pub(crate) mod deferred {
     const TRIES: u32 = 1000;
 
     /// Queues `job`; leaks it if the queue cannot be had.
-    pub(crate) fn push(job: Job) {
+    pub fn push(job: Job) {
         for round in 0..TRIES {
             if let Some(mut q) = QUEUE.try_lock() {
                 q.push(job);
@@ -229,7 +229,7 @@ pub(crate) mod deferred {
 
     /// Runs the queued jobs; the caller holds the GIL. A job queued while
     /// they run waits for the next drain.
-    pub(crate) fn drain(py: Python<'_>) {
+    pub fn drain(py: Python<'_>) {
         if host_finalizing() {
             return;
         }
@@ -246,4 +246,4 @@ pub(crate) mod deferred {
     }
 }
 
-pub(crate) use deferred::drain as drain_deferred;
+pub use deferred::drain as drain_deferred;
