@@ -3,8 +3,9 @@
 
 Ops declare the vars they read and write and run in per-var push order on
 worker threads: Python callables on the *host lane* (the GIL is taken around
-each call), built-in Rust ops (``add``, ``copy``, ``fill``, ``sleep``) on the
-*compute lane*. Waits release the GIL.
+each call), built-in Rust kernels over numpy arrays (``add``, ``mul``,
+``scale``, ``copy``, ``fill``, ``sum``, ``mean``, ``max``, ``sleep``) on the
+*compute lane* with the GIL released. Waits release the GIL too.
 
 Importing the package installs two hooks:
 

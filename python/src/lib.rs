@@ -147,8 +147,6 @@ fn shutdown_default(py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         .map_err(|err| errors::to_py(py, err))
 }
 
-/// How many times this process and its ancestors forked since the first
-/// engine of the lineage was made.
 /// The `OpError` of an op pending at a fork, for its future in the child.
 #[pyfunction]
 #[pyo3(name = "_lost_error", signature = (name, op_id=None))]
@@ -166,6 +164,8 @@ fn lost_error<'py>(py: Python<'py>, name: &str, op_id: Option<u64>) -> Bound<'py
     )
 }
 
+/// How many times this process and its ancestors forked since the first
+/// engine of the lineage was made.
 #[pyfunction]
 fn fork_epoch() -> u64 {
     forksafe::fork_epoch()
