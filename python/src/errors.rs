@@ -71,7 +71,13 @@ pub(crate) fn new_op_error<'py>(
     let exc_type = exc.map(type_name);
     let traceback = exc.and_then(|e| {
         py.import("traceback")
-            .and_then(|tb| tb.call_method1("format_exception", (e,)))
+            // The three-argument form: the one-argument one is 3.10+.
+            .and_then(|tb| {
+                tb.call_method1(
+                    "format_exception",
+                    (e.get_type(), e, e.getattr("__traceback__")?),
+                )
+            })
             .and_then(|lines| lines.extract::<Vec<String>>())
             .map(|lines| lines.concat())
             .ok()

@@ -254,7 +254,7 @@ impl HostCall {
                     if !has_cause {
                         let _ = exc.setattr("__cause__", &op_error);
                     } else if let Ok(text) = op_error.str() {
-                        let _ = exc.call_method1("add_note", (text,));
+                        add_note(&exc, text);
                     }
                     let failure: Box<dyn std::error::Error + Send + Sync> =
                         Box::new(PyRaised::new(&exc));
@@ -265,6 +265,26 @@ impl HostCall {
         });
         out.unwrap_or_else(|| Err("cannot attach to the interpreter; callback not run".into()))
     }
+}
+
+/// Adds a note to an exception: `add_note` (3.11+), or the same
+/// `__notes__` list by hand on older Pythons (which keep but do not print
+/// it).
+fn add_note(exc: &Bound<'_, PyAny>, text: Bound<'_, pyo3::types::PyString>) {
+    if exc.call_method1("add_note", (&text,)).is_ok() {
+        return;
+    }
+    let notes = match exc.getattr("__notes__") {
+        Ok(n) if !n.is_none() => n,
+        _ => {
+            let fresh = pyo3::types::PyList::empty(exc.py()).into_any();
+            if exc.setattr("__notes__", &fresh).is_err() {
+                return;
+            }
+            fresh
+        }
+    };
+    let _ = notes.call_method1("append", (text,));
 }
 
 /// The host-lane op that resolves a kernel's future: it reads the kernel's

@@ -92,7 +92,7 @@ def test_exception_in_callback_reraised_at_wait(eng):
     assert "Traceback (most recent call last)" in e.traceback
     assert "in forward" in e.traceback and "raise KeyError" in e.traceback
     assert "missing input 'x'" in str(e) and "bad forward" in str(e)
-    tb = "".join(traceback.format_exception(original))
+    tb = "".join(traceback.format_exception(type(original), original, original.__traceback__))
     assert "raise KeyError" in tb, "the original traceback is kept"
     # Poison sticks and passes on to dependents, with the same exception.
     with pytest.raises(KeyError) as again:
