@@ -7,7 +7,7 @@
 use crate::support::{
     engine_with as engine, push_running, spec as job, wait_until, Concurrency, Job,
 };
-use forksafe_core::{Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
+use forksafe_core::{BodyError, Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -158,6 +158,44 @@ fn info(name: &str, id: u64) -> OpInfo {
         lane: Lane::Host,
         priority: Priority::Low,
     }
+}
+
+/// Two errors are equal (and hash alike) when they name the same op and the
+/// same kind, whatever error value they carry; a body's error value comes
+/// back as `body_error` and `source()`.
+#[test]
+fn op_errors_compare_by_op_and_kind_and_keep_the_body_error() {
+    use std::hash::{BuildHasher, RandomState};
+    let hash = {
+        let state = RandomState::new();
+        move |e: &OpError| state.hash_one(e)
+    };
+    let disk = || OpErrorKind::Failed("disk full".into());
+    let plain = OpError::new(info("load", 42), disk());
+    let io = std::io::Error::other("disk full");
+    let carried = OpError::failed(info("load", 42), BodyError::new(io));
+    assert_eq!(plain, carried, "the carried value is not compared");
+    assert_eq!(hash(&plain), hash(&carried));
+    let other_op = OpError::new(info("load", 43), disk());
+    let other_kind = OpError::new(info("load", 42), OpErrorKind::Cancelled);
+    for different in [&other_op, &other_kind] {
+        assert_ne!(&plain, different);
+        assert_ne!(hash(&plain), hash(different));
+    }
+    assert_eq!(
+        carried.kind(),
+        &disk(),
+        "the message is the error's Display"
+    );
+    let value = carried.body_error().expect("the body's error value");
+    assert!(value.downcast_ref::<std::io::Error>().is_some());
+    assert!(std::error::Error::source(&carried).is_some());
+    assert!(plain.body_error().is_none());
+    assert!(std::error::Error::source(&plain).is_none());
+    let message_only: BodyError = "no disk".into();
+    assert_eq!(message_only.message(), "no disk");
+    assert!(message_only.error().is_none());
+    assert_eq!(format!("{message_only:?}"), "BodyError(\"no disk\")");
 }
 
 /// Errors say which op raised them and what happened, in both forms.
