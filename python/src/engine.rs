@@ -4,7 +4,7 @@ use crate::bridge::{drain_deferred, HostObj, PyBridge};
 use crate::data::{kernel_elems, PyData};
 use crate::engine_ref::EngineRef;
 use crate::errors::{to_py, IntoPy};
-use crate::future::{HostCall, Resolver};
+use crate::future::{push_from_python, HostCall, Resolver};
 use crate::kernels::{self, Binary, KernelOut, Reduce, Scalar};
 use crate::var::PyVar;
 use forksafe::{Config, Engine, Priority, State, Var};
@@ -370,14 +370,8 @@ impl PyEngine {
         if run_on_error {
             op = op.run_on_error();
         }
-        let pushed = crate::future::pushing(|| {
-            if self.engine.config().max_pending.is_some() {
-                // May wait for room: with the GIL released.
-                py.detach(move || op.try_run(move || call.run()))
-            } else {
-                op.try_run(move || call.run())
-            }
-        });
+        let may_wait = self.engine.config().max_pending.is_some();
+        let pushed = push_from_python(py, may_wait, move || op.try_run(move || call.run()));
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
         drop(keep);
@@ -503,12 +497,9 @@ impl PyEngine {
             }
             _ => return Err(PyValueError::new_err(format!("no kernel named {kind:?}"))),
         };
+        // `push_compute` drops the output (and repeats) from the reads.
         let out_var = out.as_ref().map(|o| o.var.clone());
-        let reads: Vec<Var> = ins
-            .iter()
-            .map(|d| d.var.clone())
-            .filter(|v| Some(v) != out_var.as_ref())
-            .collect();
+        let reads: Vec<Var> = ins.iter().map(|d| d.var.clone()).collect();
         let keep: Vec<_> = ins.into_iter().chain(out).collect();
         self.push_compute(
             py,
@@ -683,15 +674,9 @@ impl PyEngine {
         let writes: Vec<&Var> = unique(writes.iter().chain([&done]));
         let reads: Vec<&Var> = unique(reads.iter().filter(|r| !writes.contains(r)));
         let compute = self.engine.op(name.clone()).reads(&reads).writes(&writes);
-        let detach = self.engine.config().max_pending.is_some();
-        let pushed = crate::future::pushing(|| {
-            let run = move || compute.try_run(move || body().map(|v| put.put(v)));
-            // May wait for room: with the GIL released.
-            if detach {
-                py.detach(run)
-            } else {
-                run()
-            }
+        let may_wait = self.engine.config().max_pending.is_some();
+        let pushed = push_from_python(py, may_wait, move || {
+            compute.try_run(move || body().map(|v| put.put(v)))
         });
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
@@ -709,36 +694,29 @@ impl PyEngine {
             .reads(&[&done])
             .host()
             .run_on_error();
-        let pushed = crate::future::pushing(|| {
-            let run = move || {
-                resolve.run(move || {
-                    let _ = Python::try_attach(move |py| {
-                        drain_deferred(py);
-                        let value = slot.take().map(|v| match v {
-                            KernelOut::Nothing => py.None(),
-                            KernelOut::Float(x) => x
-                                .into_pyobject(py)
-                                .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
-                            KernelOut::Int(x) => x
-                                .into_pyobject(py)
-                                .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
-                        });
-                        crate::future::kernel_resolution(
-                            py,
-                            resolver,
-                            value,
-                            &engine,
-                            &resolve_done,
-                            Some(id),
-                        );
+        let pushed = push_from_python(py, may_wait, move || {
+            resolve.run(move || {
+                let _ = Python::try_attach(move |py| {
+                    drain_deferred(py);
+                    let value = slot.take().map(|v| match v {
+                        KernelOut::Nothing => py.None(),
+                        KernelOut::Float(x) => x
+                            .into_pyobject(py)
+                            .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
+                        KernelOut::Int(x) => x
+                            .into_pyobject(py)
+                            .map_or_else(|_| py.None(), |o| o.into_any().unbind()),
                     });
-                })
-            };
-            if detach {
-                py.detach(run)
-            } else {
-                run()
-            }
+                    crate::future::kernel_resolution(
+                        py,
+                        resolver,
+                        value,
+                        &engine,
+                        &resolve_done,
+                        Some(id),
+                    );
+                });
+            })
         });
         drain_deferred(py);
         pushed.py_err(py)?;

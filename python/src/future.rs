@@ -36,8 +36,14 @@ forksafe_core::sync::thread_local! {
     static IN_PUSH: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs an engine push with [`IN_PUSH`] set.
-pub(crate) fn pushing<T>(f: impl FnOnce() -> T) -> T {
+/// Runs an engine push made from Python with [`IN_PUSH`] set; with the GIL
+/// released when `may_wait` (a bounded engine, where a push may wait for
+/// room).
+pub(crate) fn push_from_python<T: Send>(
+    py: Python<'_>,
+    may_wait: bool,
+    push: impl FnOnce() -> T + Send,
+) -> T {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {
@@ -45,7 +51,11 @@ pub(crate) fn pushing<T>(f: impl FnOnce() -> T) -> T {
         }
     }
     let _reset = Reset(IN_PUSH.with(|c| c.replace(true)));
-    f()
+    if may_wait {
+        py.detach(push)
+    } else {
+        push()
+    }
 }
 
 /// Calls `future._forksafe_resolve(ok, value)`; an exception there (a
@@ -301,23 +311,8 @@ pub(crate) fn kernel_resolution(
     match value {
         Some(v) => resolver.resolve(py, true, v.into_bound(py)),
         None => {
-            let poison = engine
-                .upgrade()
-                .and_then(|e| e.var_poison(done).ok().flatten());
-            let err = match poison {
-                Some(p) => skipped(py, &resolver.name.clone(), kernel_id, &p),
-                None => new_op_error(
-                    py,
-                    OpFacts {
-                        name: &resolver.name.clone(),
-                        id: kernel_id,
-                        kind: "cancelled",
-                        message: "left no result".into(),
-                        vars: None,
-                    },
-                    None,
-                ),
-            };
+            let name = resolver.name.clone();
+            let err = unrun_error(py, engine, std::slice::from_ref(done), &name, kernel_id);
             resolver.resolve(py, false, err);
         }
     }
