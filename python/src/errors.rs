@@ -46,6 +46,10 @@ pyo3::create_exception!(
     "Called from the forking thread between fork's prepare and parent/child handlers."
 );
 
+/// What an `OpError` of kind `lost_in_fork` says (from the engine, or from
+/// a future that finds its op lost at its first use in a fork child).
+pub(crate) const LOST_IN_FORK: &str = "was pending at fork; not run in the child";
+
 /// The facts of an `OpError`, for [`new_op_error`].
 pub(crate) struct OpFacts<'a> {
     pub(crate) name: &'a str,
@@ -110,10 +114,7 @@ pub(crate) fn op_error<'py>(py: Python<'py>, e: &CoreOpError) -> Bound<'py, PyAn
     let (kind, message) = match e.kind() {
         OpErrorKind::Failed(m) => ("failed", m.clone()),
         OpErrorKind::Panicked(m) => ("panicked", m.clone()),
-        OpErrorKind::LostInFork => (
-            "lost_in_fork",
-            "was pending at fork; not run in the child".to_string(),
-        ),
+        OpErrorKind::LostInFork => ("lost_in_fork", LOST_IN_FORK.to_string()),
         OpErrorKind::Cancelled => ("cancelled", "was cancelled by shutdown".into()),
         OpErrorKind::TokenDropped => (
             "token_dropped",

@@ -157,7 +157,7 @@ fn lost_error<'py>(py: Python<'py>, name: &str, op_id: Option<u64>) -> Bound<'py
             name,
             id: op_id,
             kind: "lost_in_fork",
-            message: "was pending at fork; not run in the child".into(),
+            message: errors::LOST_IN_FORK.into(),
             vars: None,
         },
         None,
