@@ -22,8 +22,6 @@ for ((r = 0; r < rounds; r++)); do
         [ "$side" = B ] && bin="$b"
         "$bin" --reps 1 --raw "${workloads[@]}" 2>/dev/null | sed -n "s/^RESULT /$side /p" >>"$raw"
     done
-echo
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
