@@ -79,6 +79,23 @@ pub enum Mutant {
     /// writer holding it stops the grant): the writer's body mutates data
     /// the readers are reading (breaks I9, the access grant, and I1).
     WriterJoinsReaders,
+    /// A fork participant's prepare step that returns after its deadline
+    /// is recorded as prepared: a child trusts a state the step may still
+    /// have been changing when its deadline passed (breaks I5 for
+    /// participants, `participant.rs`).
+    TrustLatePrepare,
+    /// The parent step of the fork participants is skipped: what their
+    /// prepare steps hold (a closed work gate, say) stays held in the
+    /// parent (breaks I6 for participants).
+    SkipParticipantParent,
+    /// A per-epoch value is reused in a fork child without checking its
+    /// epoch: the child uses the parent's value, whose threads are gone
+    /// (breaks I5 for `ForkLocal`).
+    ForkLocalIgnoresEpoch,
+    /// A work gate's prepare closes the gate but does not wait for work
+    /// already in flight: the fork copies half-done work (breaks I5 for
+    /// `WorkGate`).
+    CloseWithoutWaiting,
 }
 
 crate::sync::os_thread_local! {

@@ -1,12 +1,14 @@
 //! The fork domain: the process-wide fork epoch and the registry of live
-//! engines, whose fork steps the `pthread_atfork` handlers call. Production
+//! engines and fork participants (`participant.rs`), whose fork steps the
+//! `pthread_atfork` handlers call. Production
 //! has one, in a const-initialised static of the engine crate (so no `Once`
 //! can be half-done at fork); each model run builds its own.
 
 use crate::current;
 use crate::epoch::EpochCell;
 use crate::gate::ForkGate;
-use crate::sync::{spin_step, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::participant::Joined;
+use crate::sync::{spin_step, Arc, AtomicBool, AtomicU64, Clock, Mutex, Ordering};
 
 /// One engine as the domain sees it.
 pub(crate) trait ForkMember: Send + Sync {
@@ -42,6 +44,14 @@ pub struct ForkDomain {
     /// forking thread gets `ForkInProgress`).
     gate: ForkGate,
     members: Mutex<Vec<Box<dyn ForkMember>>>,
+    /// Joined fork participants, in joining order: changed inside a
+    /// registry section, like `members`.
+    participants: Mutex<Vec<Arc<Joined>>>,
+    /// The participants whose prepare step ran for the fork in progress,
+    /// for its parent step. Only the thread holding `forking` touches it.
+    prepared: Mutex<Vec<Arc<Joined>>>,
+    /// The participants' prepare deadlines.
+    clock: Clock,
     /// The epoch the registry was settled in (I5).
     settled: EpochCell,
     /// Held from prepare to parent (and, in a child, until it settles):
@@ -73,6 +83,9 @@ impl ForkDomain {
                 next_engine: AtomicU64::new(1),
                 gate: ForkGate::new(),
                 members: Mutex::new(Vec::new()),
+                participants: Mutex::new(Vec::new()),
+                prepared: Mutex::new(Vec::new()),
+                clock: Clock::new(),
                 settled: EpochCell::new(0),
                 forking: AtomicBool::new(false),
             }
@@ -99,11 +112,13 @@ impl ForkDomain {
         current::is_forking(self.key(), self.epoch())
     }
 
-    /// The fork **prepare** step, for the atfork prepare handler. Does no
-    /// draining (docs/DESIGN.md): closes the registry's and every engine's fork
-    /// gate, waiting only for bookkeeping sections already open, and records
-    /// what is pending. Bounded by the longest section; never waits for an
-    /// op or for the host lock.
+    /// The fork **prepare** step, for the atfork prepare handler. First
+    /// each fork participant's prepare step runs, each bounded by its own
+    /// bound (`participant.rs`). Then, with no draining (docs/DESIGN.md), it
+    /// closes the registry's and every engine's fork gate, waiting only for
+    /// bookkeeping sections already open, and records what is pending:
+    /// bounded by the longest section; never waits for an op or for the
+    /// host lock.
     pub fn prepare(&self) {
         // The registry settles first if this process is a child that has not
         // touched it yet, so a grandchild inherits a consistent registry.
@@ -117,6 +132,13 @@ impl ForkDomain {
             spin_step(round);
             round = round.saturating_add(1);
         }
+        // Participants first, with every gate open (they may use engines),
+        // before this thread is marked as forking.
+        let participants = self.participants.lock().clone();
+        for p in &participants {
+            p.prepare(&self.clock, self.epoch());
+        }
+        *self.prepared.lock() = participants;
         current::set_forking(self.key(), self.epoch());
         self.gate.close();
         let members = self.members.lock();
@@ -136,6 +158,15 @@ impl ForkDomain {
         }
         self.gate.open();
         current::clear_forking();
+        // Participants last, in joining order, with every gate open; still
+        // holding `forking`, so no other fork prepares meanwhile.
+        let prepared = std::mem::take(&mut *self.prepared.lock());
+        if !control!(SkipParticipantParent) {
+            for p in &prepared {
+                p.parent();
+            }
+        }
+        drop(prepared);
         self.forking.store(false, Ordering::Release);
     }
 
@@ -155,6 +186,10 @@ impl ForkDomain {
         self.settled.settle_once(
             || self.epoch(),
             |_| {
+                // The parent's prepared list: no parent step runs in a
+                // child. (Its records are the registry's too: dropping the
+                // list only drops references.)
+                drop(std::mem::take(&mut *self.prepared.lock()));
                 self.gate.open();
                 // The fork that made this child ended here.
                 self.forking.store(false, Ordering::Release);
@@ -162,17 +197,21 @@ impl ForkDomain {
         );
     }
 
-    /// Runs `f` on the registry inside a registry section.
+    /// Runs `f` on the engine registry inside a registry section.
     fn with_members<R>(
         &self,
         f: impl FnOnce(&mut Vec<Box<dyn ForkMember>>) -> R,
     ) -> crate::Result<R> {
+        self.in_section(|| f(&mut self.members.lock()))
+    }
+
+    /// Runs `f` inside a registry section.
+    fn in_section<R>(&self, f: impl FnOnce() -> R) -> crate::Result<R> {
         let mut round = 0;
         loop {
             self.settle_if_child();
             if let Some(_section) = self.gate.try_enter() {
-                let mut members = self.members.lock();
-                return Ok(f(&mut members));
+                return Ok(f());
             }
             if self.forking_here() {
                 return Err(crate::Error::ForkInProgress);
@@ -204,6 +243,37 @@ impl ForkDomain {
     /// and used outside it (`drain.rs`).
     pub(crate) fn member_handles(&self) -> crate::Result<Vec<Box<dyn ForkMember>>> {
         self.with_members(|m| m.iter().map(|x| x.handle()).collect())
+    }
+
+    pub(crate) fn add_participant(&self, joined: Arc<Joined>) -> crate::Result<()> {
+        self.in_section(|| self.participants.lock().push(joined))
+    }
+
+    pub(crate) fn leave(&self, id: u64) -> crate::Result<()> {
+        let removed = self.in_section(|| {
+            let mut participants = self.participants.lock();
+            participants
+                .iter()
+                .position(|x| x.id == id)
+                .map(|i| participants.remove(i))
+        })?;
+        // Dropped outside the registry lock: the participant's own drop
+        // may take its locks.
+        drop(removed);
+        Ok(())
+    }
+
+    /// The number of fork participants joined.
+    pub fn participants(&self) -> usize {
+        self.in_section(|| self.participants.lock().len())
+            .unwrap_or(0)
+    }
+
+    /// Model builds: moves the participants' clock on one tick, so a model
+    /// fires a prepare deadline as an event.
+    #[cfg(any(loom, shuttle))]
+    pub fn advance_clock(&self) {
+        self.clock.advance();
     }
 
     /// The number of live engines registered.

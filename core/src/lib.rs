@@ -27,7 +27,12 @@
 //!   the fork gate (`gate.rs`), the epoch cell and its settle-once
 //!   (`epoch.rs`), the child's settle (`engine/fork.rs`); no engine thread
 //!   mid-exit at a fork: workers leave only at shutdown (`pool.rs`), spawns
-//!   are counted (`sync/exits.rs`).
+//!   are counted (`sync/exits.rs`). Foreign components join the same
+//!   protocol as fork participants (`participant.rs`, design note
+//!   `docs/PARTICIPANTS.md`): bounded prepare steps before the gates close,
+//!   parent steps after, and a lazy child side keyed by the fork epoch
+//!   (`fork_local.rs`), with their long work counted by a work gate
+//!   (`work_gate.rs`).
 //! - **I7** errors and poison: the var's poison (`var.rs`), completion
 //!   (`engine/complete.rs`), the errors kept for `wait_all`
 //!   (`engine/control.rs`).
@@ -47,7 +52,8 @@
 //! `lifecycle.rs`); the var's queue (`var.rs`, generic over the op record
 //! so it names no op); the op record (`op.rs`); what a caller names
 //! (`spec.rs`); the parts (`epoch.rs`, `gate.rs`, `live.rs`, `pool.rs`,
-//! `ready.rs`, `trace.rs`, `domain.rs`); the engine (`engine/`), whose
+//! `ready.rs`, `trace.rs`, `participant.rs`, `work_gate.rs`, `domain.rs`,
+//! `participation.rs`, `fork_local.rs`); the engine (`engine/`), whose
 //! files share its `Shared` state. The negative controls (`controls.rs`)
 //! are compiled for the models only and reach into the parts they break;
 //! production files name them only in a `control!` hook, which compiles to
@@ -124,6 +130,7 @@ mod drain;
 mod engine;
 mod epoch;
 mod error;
+mod fork_local;
 mod gate;
 pub mod global;
 mod host;
@@ -132,11 +139,14 @@ mod live;
 mod op;
 mod op_info;
 mod op_name;
+mod participant;
+mod participation;
 mod pool;
 mod ready;
 mod spec;
 mod trace;
 mod var;
+mod work_gate;
 
 pub use domain::ForkDomain;
 
@@ -154,11 +164,15 @@ pub use engine::{
 #[cfg(any(loom, shuttle))]
 pub use engine::{EngineLock, ForkPoint, ForkSnapshot};
 pub use error::{BodyError, Error, OpError, OpErrorKind, Result};
+pub use fork_local::ForkLocal;
 pub use host::{HostBridge, NoHost};
 pub use lifecycle::State;
 pub use op::MAX_OP_VARS;
 pub use op_info::{Lane, OpInfo, Priority};
 pub use op_name::OpName;
+pub use participant::{ForkParticipant, Inherited, PrepareDeadline, PrepareFailure};
+pub use participation::Participation;
 pub use ready::STARVATION_LIMIT;
 pub use spec::{OpSpec, Var};
 pub use trace::TraceEvent;
+pub use work_gate::{WorkGate, WorkPass};

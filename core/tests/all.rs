@@ -9,6 +9,7 @@ mod host_lock;
 mod inside_ops;
 mod observable_details;
 mod op_name;
+mod participants;
 mod real_fork;
 mod real_threads;
 mod scheduling;

@@ -53,6 +53,9 @@
 //!   top of the repository (the fork-safety audit).
 //! - [`fork`] quiesces every engine first (bounded by
 //!   [`Config::fork_drain`]), so no op is mid-flight at the fork.
+//! - Components that are not engines (a thread pool, a cache) join the
+//!   same protocol with [`join_fork`]: a bounded prepare step, a parent
+//!   step, and a lazy child side ([`ForkLocal`]).
 //!
 //! # Errors, panics, exit
 //!
@@ -70,6 +73,7 @@ mod engine;
 mod exit;
 mod fork;
 mod op;
+mod participant;
 mod scope;
 mod task;
 mod trace;
@@ -85,6 +89,10 @@ pub use engine::{Engine, OpId};
 pub use exit::ExitGuard;
 pub use fork::{fork, fork_with, DrainReport, Forked};
 pub use op::OpBuilder;
+pub use participant::{
+    join_fork, ForkLocal, ForkParticipant, Inherited, Participation, PrepareDeadline,
+    PrepareFailure, WorkGate, WorkPass,
+};
 pub use scope::{Scope, ScopedOp};
 pub use task::{Task, Token};
 pub use trace::Trace;
