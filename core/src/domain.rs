@@ -7,7 +7,7 @@
 use crate::current;
 use crate::epoch::EpochCell;
 use crate::gate::ForkGate;
-use crate::participant::Joined;
+use crate::participant::{BoundedStep, Joined};
 use crate::sync::{spin_step, Arc, AtomicBool, AtomicU64, Clock, Mutex, Ordering};
 
 /// One engine as the domain sees it.
@@ -261,6 +261,42 @@ impl ForkDomain {
         // may take its locks.
         drop(removed);
         Ok(())
+    }
+
+    /// Before a fork, from code that holds nothing (the host lock
+    /// released): runs every participant's drain step
+    /// ([`crate::ForkParticipant::drain`]), within `timeout` in all.
+    /// Returns whether every step returned in time. Errors:
+    /// [`crate::Error::ZeroTimeout`]; [`crate::Error::ForkInProgress`] from
+    /// a fork's own steps.
+    pub fn drain_participants(&self, timeout: std::time::Duration) -> crate::Result<bool> {
+        self.run_participants(BoundedStep::Drain, timeout)
+    }
+
+    /// Before the process exits (an `atexit` hook, the host lock
+    /// released): runs every participant's exit step
+    /// ([`crate::ForkParticipant::at_exit`]), within `timeout` in all.
+    /// Returns and errs as [`ForkDomain::drain_participants`].
+    pub fn exit_participants(&self, timeout: std::time::Duration) -> crate::Result<bool> {
+        self.run_participants(BoundedStep::AtExit, timeout)
+    }
+
+    fn run_participants(
+        &self,
+        step: BoundedStep,
+        timeout: std::time::Duration,
+    ) -> crate::Result<bool> {
+        if timeout.is_zero() {
+            return Err(crate::Error::ZeroTimeout);
+        }
+        let participants = self.in_section(|| self.participants.lock().clone())?;
+        let deadline = self.clock.deadline_after(timeout);
+        let mut all = true;
+        for p in &participants {
+            let left = self.clock.remaining(deadline);
+            all &= !left.is_zero() && p.run(step, &self.clock, left);
+        }
+        Ok(all)
     }
 
     /// The number of fork participants joined.

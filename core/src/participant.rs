@@ -87,6 +87,31 @@ pub trait ForkParticipant: Send + Sync {
     fn prepare(&self, deadline: &PrepareDeadline<'_>);
     /// After the fork, in the parent: undo what `prepare` did.
     fn parent(&self);
+    /// Optional, before a fork, when the forking code can wait without
+    /// holding anything (the host lock released: a drained fork, or a
+    /// Python `os.register_at_fork` before-hook): wait, until `deadline`,
+    /// for the work in flight to end, without holding new work. The
+    /// prepare step that follows then finds little or nothing to wait for.
+    /// Default: nothing.
+    fn drain(&self, deadline: &PrepareDeadline<'_>) {
+        let _ = deadline;
+    }
+    /// Optional, when the process is about to exit (an `atexit` hook):
+    /// hold new work for good and wait, until `deadline`, for the work in
+    /// flight. A host whose threads must not return into it after it
+    /// finalises (CPython: a thread that takes the GIL back then is torn
+    /// down mid-call) calls this before finalising. Default: nothing.
+    fn at_exit(&self, deadline: &PrepareDeadline<'_>) {
+        let _ = deadline;
+    }
+}
+
+/// A step run outside a fork, bounded: [`ForkParticipant::drain`] or
+/// [`ForkParticipant::at_exit`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BoundedStep {
+    Drain,
+    AtExit,
 }
 
 /// The deadline of a prepare step.
@@ -96,7 +121,16 @@ pub struct PrepareDeadline<'a> {
     at: Instant,
 }
 
-impl PrepareDeadline<'_> {
+impl<'a> PrepareDeadline<'a> {
+    /// The deadline `timeout` from now on `clock` (for code that drives a
+    /// [`crate::WorkGate`] outside a participant's steps).
+    pub fn after(clock: &'a Clock, timeout: Duration) -> Self {
+        PrepareDeadline {
+            clock,
+            at: clock.deadline_after(timeout),
+        }
+    }
+
     /// Whether the deadline has passed.
     pub fn passed(&self) -> bool {
         self.clock.passed(self.at)
@@ -180,10 +214,7 @@ impl Joined {
     /// Runs the prepare step for the fork from `epoch`, bounded, and
     /// records its outcome for the child (epoch + 1).
     pub(crate) fn prepare(&self, clock: &Clock, epoch: u64) {
-        let deadline = PrepareDeadline {
-            clock,
-            at: clock.deadline_after(self.bound),
-        };
+        let deadline = PrepareDeadline::after(clock, self.bound);
         let returned = catch_unwind(AssertUnwindSafe(|| self.participant.prepare(&deadline)));
         let outcome = match returned {
             Err(_) => PANICKED,
@@ -193,6 +224,17 @@ impl Joined {
         // Outcome first: a fork copies both, and only this thread writes.
         self.outcome.store(outcome, Ordering::Release);
         self.for_epoch.store(epoch + 1, Ordering::Release);
+    }
+
+    /// Runs `step`, bounded by `timeout` (a panic is caught). Returns
+    /// whether it returned in time.
+    pub(crate) fn run(&self, step: BoundedStep, clock: &Clock, timeout: Duration) -> bool {
+        let deadline = PrepareDeadline::after(clock, timeout);
+        let returned = catch_unwind(AssertUnwindSafe(|| match step {
+            BoundedStep::Drain => self.participant.drain(&deadline),
+            BoundedStep::AtExit => self.participant.at_exit(&deadline),
+        }));
+        returned.is_ok() && !deadline.passed()
     }
 
     /// Runs the parent step (a panic is caught: the parent goes on).

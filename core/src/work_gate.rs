@@ -108,6 +108,12 @@ impl WorkGate {
         if control!(CloseWithoutWaiting) {
             return true;
         }
+        self.wait_idle(deadline)
+    }
+
+    /// For a drain step: waits, without closing the gate, until nothing is
+    /// in flight or `deadline` passes. Returns whether nothing was.
+    pub fn wait_idle(&self, deadline: &PrepareDeadline<'_>) -> bool {
         let mut round = 0;
         while self.in_flight() != 0 {
             if deadline.passed() {

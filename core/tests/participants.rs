@@ -56,6 +56,12 @@ impl ForkParticipant for Recorder {
             }
         }
     }
+    fn drain(&self, deadline: &PrepareDeadline<'_>) {
+        if let Behaviour::DrainsGate(g) = &self.behaviour {
+            let idle = g.wait_idle(deadline);
+            self.log.push(format!("idle {idle}"));
+        }
+    }
     fn parent(&self) {
         if let Behaviour::DrainsGate(g) = &self.behaviour {
             g.open();
@@ -316,4 +322,32 @@ fn racing_builders_agree_on_one_value() {
         .collect();
     let seen: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert!(seen.iter().all(|&v| v == seen[0]), "{seen:?}");
+}
+
+#[test]
+fn drain_steps_wait_for_work_in_flight_without_holding_new_work() {
+    let d = domain();
+    let log = Arc::new(Log::default());
+    let gate = Arc::new(WorkGate::new());
+    let _p = d
+        .join(
+            recorder("pool", &log, Behaviour::DrainsGate(gate.clone())),
+            BOUND,
+        )
+        .unwrap();
+    let _q = d
+        .join(recorder("quiet", &log, Behaviour::Quick), BOUND)
+        .unwrap();
+    assert_eq!(
+        d.drain_participants(Duration::ZERO),
+        Err(Error::ZeroTimeout)
+    );
+    assert_eq!(d.drain_participants(BOUND), Ok(true));
+    assert_eq!(log.take(), ["idle true"]);
+    let pass = gate.enter();
+    assert_eq!(d.drain_participants(Duration::from_millis(5)), Ok(false));
+    assert!(!gate.is_closed(), "a drain holds no new work");
+    let _second = gate.enter();
+    drop(pass);
+    assert_eq!(log.take(), ["idle false"]);
 }

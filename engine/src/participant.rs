@@ -50,6 +50,36 @@ pub fn join_fork(participant: Box<dyn ForkParticipant>, bound: Duration) -> Resu
     DOMAIN.join(participant, bound)
 }
 
+/// Before a fork, from code that holds nothing (no host lock): waits,
+/// within `timeout` in all, for every participant's work in flight to end
+/// ([`ForkParticipant::drain`]), so the prepare steps in the
+/// `pthread_atfork` handler, which run with whatever locks the forking
+/// thread holds, find little to wait for. Returns whether every
+/// participant drained in time. A Python extension's `os.register_at_fork`
+/// before-hook calls this with the GIL released (`forksafe-pyo3`).
+///
+/// Errors: [`crate::Error::ZeroTimeout`]; [`crate::Error::ForkInProgress`]
+/// from a fork's own steps.
+///
+/// ```
+/// assert_eq!(forksafe::drain_participants(std::time::Duration::from_millis(10)), Ok(true));
+/// ```
+pub fn drain_participants(timeout: Duration) -> Result<bool> {
+    DOMAIN.drain_participants(timeout)
+}
+
+/// When the process is about to exit (an `atexit` hook, no host lock
+/// held): every participant holds new work for good and waits, within
+/// `timeout` in all, for its work in flight ([`ForkParticipant::at_exit`]),
+/// so no thread returns into a host that has finalised. Returns whether
+/// every participant finished in time. `forksafe-pyo3`'s exit hook calls
+/// this with the GIL released.
+///
+/// Errors: as [`drain_participants`].
+pub fn exit_participants(timeout: Duration) -> Result<bool> {
+    DOMAIN.exit_participants(timeout)
+}
+
 /// A value per fork epoch of this process: built by the first use in each
 /// process, never used in a fork child (which builds its own), never
 /// dropped there either. For state a fork cannot carry: a thread pool, a

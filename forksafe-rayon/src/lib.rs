@@ -48,6 +48,7 @@
 //! for that job (which is the forking thread itself) and then goes ahead.
 
 use forksafe::{ForkLocal, ForkParticipant, Inherited, Participation, PrepareDeadline, WorkGate};
+use forksafe_core::global::LazySlot;
 use forksafe_core::sync::{join_leaving, pause_briefly, spawn_named, Arc, Exits, Leaving};
 use std::fmt;
 use std::time::Duration;
@@ -279,11 +280,41 @@ impl ForkParticipant for PoolParticipant {
         }
     }
 
+    fn drain(&self, deadline: &PrepareDeadline<'_>) {
+        if let Some(epoch) = self.shared.epochs.get() {
+            epoch.gate.wait_idle(deadline);
+        }
+    }
+
+    fn at_exit(&self, deadline: &PrepareDeadline<'_>) {
+        // Closed for good: a call made from now on waits (a Python thread
+        // that returned into a finalised interpreter would be torn down
+        // mid-call); the calls in flight get until the deadline.
+        if let Some(epoch) = self.shared.epochs.get() {
+            epoch.gate.close_and_wait(deadline);
+        }
+    }
+
     fn parent(&self) {
         if let Some(epoch) = self.shared.epochs.get() {
             epoch.gate.open();
         }
     }
+}
+
+/// The process's shared pool, built with [`PoolBuilder`]'s defaults at
+/// first use: the fork-safe stand-in for rayon's global pool. The slot is
+/// filled with one compare-and-swap, so a fork can never copy it half
+/// initialised (a `OnceLock` being filled at a fork would leave the child
+/// waiting for ever).
+///
+/// ```
+/// let pool = forksafe_rayon::global_pool().unwrap();
+/// assert_eq!(pool.join(|| 1, || 2), (1, 2));
+/// ```
+pub fn global_pool() -> Result<&'static ForkSafePool, PoolError> {
+    static GLOBAL: LazySlot<ForkSafePool> = LazySlot::new();
+    GLOBAL.get_or_try_init(ForkSafePool::new)
 }
 
 impl ForkSafePool {

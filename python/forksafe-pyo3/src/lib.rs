@@ -12,6 +12,12 @@
 //!   poison). A drop without the GIL never takes it and never leaks: the
 //!   reference goes on a try-locked queue that [`drain_deferred`] empties
 //!   (call it from any function that holds the GIL).
+//! - [`install_hooks`]: the interpreter's fork and exit hooks, registered
+//!   once: before a fork, with the GIL released, the default engine is
+//!   quiesced and every fork participant's work in flight (a
+//!   `forksafe-rayon` pool's calls) is waited for, bounded; at exit the
+//!   default engine shuts down and no engine calls into Python again.
+//!   [`to_py_err`] turns a forksafe error into a Python exception.
 //! - [`PyRaised`]: a Python exception as an op's error value: push bodies
 //!   that return `Err(Box::new(PyRaised::new(&exc)))` poison what they
 //!   write with the exception object itself, and [`original`] gets it back
@@ -77,7 +83,9 @@
 //! ```
 
 mod bridge;
+mod hooks;
 mod raised;
 
 pub use bridge::*;
+pub use hooks::{detach, install_hooks, to_py_err};
 pub use raised::{message_of, original, type_name, PyRaised};
