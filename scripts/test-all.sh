@@ -22,6 +22,11 @@
 #   python   bash scripts/test-python.sh: a fresh venv, `pip install ./python`
 #            (the PyO3 binding, built by maturin into target/python), pytest
 #            with per-test timings
+#   extension  bash scripts/test-rayon-extension.sh: the demo extension
+#            (examples/rayon-extension), built twice by maturin in a fresh
+#            venv (plain rayon; forksafe-rayon + forksafe-pyo3), and its
+#            pytest suite (the plain build's fork hang, the forksafe
+#            build's 100 + 100 forks and clean exit)
 #
 # Each model build has its own target dir, so the three builds never
 # invalidate each other's artefacts.
@@ -44,7 +49,7 @@ else
     export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 fi
 
-ALL_STAGES=(plain loom shuttle demo python)
+ALL_STAGES=(plain loom shuttle demo python extension)
 if [ "$#" -gt 0 ]; then
     STAGES=("$@")
     for s in "${STAGES[@]}"; do
@@ -136,6 +141,10 @@ stage_demo() {
 
 stage_python() {
     bash scripts/test-python.sh
+}
+
+stage_extension() {
+    bash scripts/test-rayon-extension.sh
 }
 
 TOTAL_START="$(now)"

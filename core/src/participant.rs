@@ -9,7 +9,7 @@
 //! follows I5 like an engine's: the atfork child handler does nothing for
 //! it, and the participant's first use in the child rebuilds what it owns,
 //! keyed by the fork epoch ([`crate::ForkLocal`]), after asking
-//! [`Participation::inherited`] whether the state the fork copied was
+//! [`crate::Participation::inherited`] whether the state the fork copied was
 //! prepared.
 //!
 //! # State
@@ -26,7 +26,7 @@
 //! | any | `Prepared` for epoch `e + 1` | the forking thread, when prepare returned before its deadline | I5: the child may go on from the copied state |
 //! | any | `Panicked` / `Overran` for `e + 1` | the forking thread, when prepare panicked or returned late | I5, and the fork's bound: the fork proceeds; the child rebuilds |
 //!
-//! In a child at epoch `c`, [`Participation::inherited`] reads the copied
+//! In a child at epoch `c`, [`crate::Participation::inherited`] reads the copied
 //! record: `Prepared` only if its outcome is `Prepared` *for `c`*; an
 //! outcome for another epoch (a participant that joined between the
 //! prepare steps and the fork) reads as [`Inherited::Unprepared`] with
@@ -56,7 +56,7 @@ use std::time::Duration;
 ///   that ran (whatever its outcome), so it can undo what prepare did.
 /// - There is no child step. In the child, rebuild lazily at first use
 ///   (keyed by the fork epoch: [`crate::ForkLocal`]), and ask
-///   [`Participation::inherited`] whether the copied state was prepared.
+///   [`crate::Participation::inherited`] whether the copied state was prepared.
 ///
 /// A panic in either step is caught: the fork proceeds, and the child sees
 /// [`Inherited::Unprepared`].

@@ -294,6 +294,13 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::SkippedOpPassesNothing => skipped_op_passes_nothing,
         Mutant::BodyUnderLaneLock => body_under_lane_lock,
         Mutant::WriterJoinsReaders => writer_joins_readers,
+        // The fork participants' controls run from loom_participants.rs.
+        Mutant::TrustLatePrepare
+        | Mutant::SkipParticipantParent
+        | Mutant::ForkLocalIgnoresEpoch
+        | Mutant::CloseWithoutWaiting => {
+            panic!("{m:?} is a control of loom_participants.rs")
+        }
     }
 }
 

@@ -134,7 +134,9 @@ fn register(py: Python<'_>, drain: Duration) -> PyResult<()> {
     py.import("os")?
         .getattr("register_at_fork")?
         .call((), Some(&kwargs))?;
-    py.import("atexit")?.getattr("register")?.call1((at_exit,))?;
+    py.import("atexit")?
+        .getattr("register")?
+        .call1((at_exit,))?;
     Ok(())
 }
 

@@ -1,8 +1,9 @@
 //! The demo extension made fork-safe: the same function as `plain/`, with
 //! the three-line change of the README's "Making your PyO3 extension
-//! fork-safe" (marked `fork-safe:`). A fork child builds its own pool at
-//! its first parallel call; a fork waits (GIL released, bounded) for the
-//! calls in flight.
+//! fork-safe" (marked `fork-safe 1/3` to `3/3`). A fork child builds its
+//! own pool at its first parallel call; a fork waits (GIL released,
+//! bounded) for the calls in flight; at exit no call returns into the
+//! finalised interpreter.
 
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -12,8 +13,12 @@ use rayon::prelude::*;
 #[pyfunction]
 fn sum_of_squares(py: Python<'_>, a: PyReadonlyArray1<'_, f64>) -> PyResult<f64> {
     let xs = a.as_slice()?;
-    let pool = forksafe_rayon::global_pool().map_err(forksafe_pyo3::to_py_err)?; // fork-safe: 1
-    Ok(forksafe_pyo3::detach(py, || pool.install(|| xs.par_iter().map(|x| x * x).sum()))) // fork-safe: 2
+    // fork-safe 1/3: the process's pool, rebuilt in a fork child.
+    let pool = forksafe_rayon::global_pool().map_err(forksafe_pyo3::to_py_err)?;
+    // fork-safe 2/3: run in it; never take the GIL back after the exit hook.
+    Ok(forksafe_pyo3::detach(py, || {
+        pool.install(|| xs.par_iter().map(|x| x * x).sum())
+    }))
 }
 
 /// How many threads this process's pool has (0 before its first call in
@@ -31,7 +36,8 @@ fn rayon_ext_forksafe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // half-initialised by another thread's first call (the child would wait
     // on it for ever).
     let _ = PyArray1::<f64>::zeros(m.py(), 0, false).readonly();
-    forksafe_pyo3::install_hooks(m.py(), std::time::Duration::from_secs(2))?; // fork-safe: 3
+    // fork-safe 3/3: the fork and exit hooks (drain with the GIL released).
+    forksafe_pyo3::install_hooks(m.py(), std::time::Duration::from_secs(2))?;
     m.add_function(wrap_pyfunction!(sum_of_squares, m)?)?;
     m.add_function(wrap_pyfunction!(pool_threads, m)?)
 }
