@@ -31,7 +31,8 @@ struct Entry<T> {
 }
 
 /// A value per fork epoch of `domain` (see the module's `# State`).
-/// Guards I5 for foreign state: a child never uses its parent's value.
+/// Guards P3 (docs/DESIGN.md "Fork participants"), I5 for foreign state:
+/// a child never uses its parent's value.
 ///
 /// ```
 /// use forksafe_core::{ForkDomain, ForkLocal};

@@ -28,8 +28,8 @@
 //!   (`epoch.rs`), the child's settle (`engine/fork.rs`); no engine thread
 //!   mid-exit at a fork: workers leave only at shutdown (`pool.rs`), spawns
 //!   are counted (`sync/exits.rs`). Foreign components join the same
-//!   protocol as fork participants (`participant.rs`, design note
-//!   `docs/PARTICIPANTS.md`): bounded prepare steps before the gates close,
+//!   protocol as fork participants, rules P1–P4 (`participant.rs`, design
+//!   note `docs/PARTICIPANTS.md`): bounded prepare steps before the gates close,
 //!   parent steps after, and a lazy child side keyed by the fork epoch
 //!   (`fork_local.rs`), with their long work counted by a work gate
 //!   (`work_gate.rs`).

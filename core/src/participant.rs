@@ -176,8 +176,9 @@ const PANICKED: usize = 2;
 const OVERRAN: usize = 3;
 
 /// A participant as its domain holds it (see the module's `# State`).
-/// Guards I5 for the participant: the outcome a child reads is the one
-/// its own fork's prepare step wrote.
+/// Guards P1 (its prepare step bounded, panics caught, outcome marked) and
+/// P3 (the outcome a child reads is the one its own fork's prepare step
+/// wrote), docs/DESIGN.md "Fork participants".
 pub(crate) struct Joined {
     pub(crate) id: u64,
     participant: Box<dyn ForkParticipant>,

@@ -30,8 +30,9 @@ use crate::sync::{pause_briefly, AtomicUsize, Ordering};
 const CLOSED: usize = 1 << (usize::BITS - 1);
 
 /// Counts work in flight; closable by a prepare step (see the module's
-/// `# State`). Guards I5 for a participant's work: with the gate closed
-/// and the count at zero, no work is half-done.
+/// `# State`). Guards P4 (docs/DESIGN.md "Fork participants"), and so I5
+/// for a participant's work: with the gate closed and the count at zero,
+/// no work is half-done.
 ///
 /// ```
 /// use forksafe_core::WorkGate;
