@@ -20,10 +20,9 @@ mod future;
 mod kernels;
 mod var;
 
-use forksafe::{QuiesceGuard, State};
+use forksafe::QuiesceGuard;
 use forksafe_core::sync::Mutex;
 use pyo3::prelude::*;
-use std::time::{Duration, Instant};
 
 /// A drained quiesce of every engine, held by the before-fork hook until
 /// the fork returns.
@@ -57,13 +56,14 @@ impl ForkHold {
     }
 }
 
-/// The before-fork hook's work (a drained fork, docs/DESIGN.md): quiesce each of
-/// `engines` (every engine made from Python: only this module makes engines
-/// in this extension) within `drain` seconds in all, with the GIL released,
-/// and hold them until the fork returns. An engine that misses the bound is
-/// not held and its running ops are listed (the child inherits them and
-/// completes them with 'lost_in_fork'); an engine shutting down or stopped
-/// is skipped. The fork goes on in every case: the engine's
+/// The before-fork hook's work (a drained fork, docs/DESIGN.md):
+/// `forksafe_pyo3::drain_for_fork` of `engines` (every engine made from
+/// Python: only this module makes engines in this extension) and of the
+/// fork participants, within `drain` seconds in all, with the GIL
+/// released; the engines stay held until the fork returns. An engine that
+/// misses the bound is not held and its running ops are listed (the child
+/// inherits them and completes them with 'lost_in_fork'); an engine
+/// shutting down or stopped is skipped. The fork goes on in every case: the engine's
 /// `pthread_atfork` handlers keep it safe drained or not.
 #[pyfunction]
 #[pyo3(name = "_before_fork")]
@@ -75,32 +75,15 @@ fn before_fork(
     let drain = engine::seconds("drain", drain)?;
     let refs: Vec<engine_ref::EngineRef> = engines.iter().map(|e| e.engine.clone()).collect();
     drop(engines);
-    let (held, timed_out) = py.detach(move || {
-        let start = Instant::now();
-        let mut held = Vec::new();
-        let mut timed_out = Vec::new();
-        for e in &refs {
-            if matches!(e.state(), State::ShuttingDown | State::Stopped) {
-                continue;
-            }
-            // At least a millisecond: an idle engine still gets its
-            // quiesce; a busy one past the bound reports its running ops.
-            let left = drain
-                .saturating_sub(start.elapsed())
-                .max(Duration::from_millis(1));
-            match e.quiesce(left) {
-                Ok(g) => held.push(g),
-                Err(forksafe::Error::Timeout { pending }) => {
-                    timed_out.extend(pending.iter().map(|o| format!("{} (#{})", o.name, o.id)))
-                }
-                Err(_) => {}
-            }
-        }
-        (held, timed_out)
-    });
+    let engines: Vec<&forksafe::Engine> = refs.iter().map(|e| &**e).collect();
+    let drained = bridge::drain_for_fork(py, &engines, drain);
     Ok(ForkHold {
-        held: Mutex::new(held),
-        timed_out,
+        held: Mutex::new(drained.held),
+        timed_out: drained
+            .timed_out
+            .iter()
+            .map(|o| format!("{} (#{})", o.name, o.id))
+            .collect(),
     })
 }
 

@@ -26,10 +26,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyTuple};
 use std::time::Duration;
 
-/// The default engine's quiesce, held from the before-hook until the fork
-/// returns. CPython forks one thread at a time (`os.fork` holds the import
+/// The before-hook's drain, held until the fork returns. CPython forks one thread at a time (`os.fork` holds the import
 /// lock), so one slot is enough.
-static HOLD: Mutex<Option<QuiesceGuard>> = Mutex::new(None);
+static HOLD: Mutex<Option<ForkDrain>> = Mutex::new(None);
 
 /// Threads on their way back into Python from [`detach`]: counted from
 /// just before they take the GIL back until they hold it. The exit hook
@@ -140,19 +139,64 @@ fn register(py: Python<'_>, drain: Duration) -> PyResult<()> {
     Ok(())
 }
 
-/// The before-hook: with the GIL released, quiesce the default engine (if
-/// it started) and wait for the participants' work, within `drain` in all.
-fn before_fork(py: Python<'_>, drain: Duration) {
-    let hold = py.detach(|| {
+/// What [`drain_for_fork`] holds until the fork returns, and what it could
+/// not drain in time.
+#[derive(Debug, Default)]
+#[must_use = "the engines resume when this drops"]
+pub struct ForkDrain {
+    /// The engines held quiesced (dispatch resumes when these drop; in a
+    /// fork child they are inert).
+    pub held: Vec<QuiesceGuard>,
+    /// Ops still running when the bound passed (a child forked now
+    /// completes them with `LostInFork`).
+    pub timed_out: Vec<forksafe::OpInfo>,
+    /// Whether every fork participant's work in flight ended in time.
+    pub participants_drained: bool,
+}
+
+/// A drained fork's first half, for an `os.register_at_fork` before-hook:
+/// with the GIL released, quiesce each of `engines` (skipping those shutting
+/// down or stopped) and wait for every fork participant's work in flight
+/// ([`forksafe::drain_participants`]), within `drain` in all. Hold the
+/// result until the fork returns. The fork goes on whatever it reports:
+/// the `pthread_atfork` handlers keep every engine and participant safe,
+/// drained or not.
+pub fn drain_for_fork(py: Python<'_>, engines: &[&forksafe::Engine], drain: Duration) -> ForkDrain {
+    py.detach(|| {
         let start = std::time::Instant::now();
-        let hold = forksafe::default_engine_if_started().and_then(|e| e.quiesce(drain).ok());
-        let left = drain
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_millis(1));
-        let _ = forksafe::drain_participants(left);
-        hold
-    });
-    *HOLD.lock() = hold;
+        // At least a millisecond each: an idle engine still gets its
+        // quiesce; a busy one past the bound reports its running ops.
+        let left = || {
+            drain
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_millis(1))
+        };
+        let mut out = ForkDrain::default();
+        for e in engines {
+            if matches!(
+                e.state(),
+                forksafe::State::ShuttingDown | forksafe::State::Stopped
+            ) {
+                continue;
+            }
+            match e.quiesce(left()) {
+                Ok(g) => out.held.push(g),
+                Err(forksafe::Error::Timeout { pending }) => out.timed_out.extend(pending),
+                Err(_) => {}
+            }
+        }
+        out.participants_drained = forksafe::drain_participants(left()).unwrap_or(false);
+        out
+    })
+}
+
+/// The before-hook: [`drain_for_fork`] of the default engine (if it
+/// started) and the participants.
+fn before_fork(py: Python<'_>, drain: Duration) {
+    let engines: Vec<&forksafe::Engine> =
+        forksafe::default_engine_if_started().into_iter().collect();
+    let hold = drain_for_fork(py, &engines, drain);
+    *HOLD.lock() = Some(hold);
 }
 
 /// After the fork, on either side: the drain ends (in the child the guard

@@ -87,5 +87,5 @@ mod hooks;
 mod raised;
 
 pub use bridge::*;
-pub use hooks::{detach, install_hooks, to_py_err};
+pub use hooks::{detach, drain_for_fork, install_hooks, to_py_err, ForkDrain};
 pub use raised::{message_of, original, type_name, PyRaised};
