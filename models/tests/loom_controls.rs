@@ -19,7 +19,6 @@ mod pool_common;
 use common::*;
 use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, Lane, State};
-use std::process::Command;
 use std::sync::Arc;
 
 /// (a) The seed's protocol: the forking thread holds the GIL, a host op is
@@ -351,35 +350,12 @@ fn caught(m: Mutant) -> String {
 
 /// [`caught`], running `m`'s child-layer scenario if `child_layer`.
 fn caught_in(m: Mutant, child_layer: bool) -> String {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut cmd = Command::new(exe);
-    cmd.args(["mutant_run", "--exact", "--nocapture", "--test-threads=1"])
-        .env(MUTANT_ENV, format!("{m:?}"));
-    if child_layer {
-        cmd.env(CHILD_LAYER_ENV, "1");
-    }
-    let out = cmd.output().expect("run the mutant in a child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success() && !text.contains("MUTANT NOT CAUGHT"),
-        "loom did not catch mutant {m:?}:\n{text}"
-    );
-    // The first panic is loom's verdict; later ones are its cleanup.
-    let lines: Vec<&str> = text.lines().collect();
-    let verdict = lines
-        .iter()
-        .position(|l| l.contains("panicked at"))
-        .map(|i| lines[i..(i + 4).min(lines.len())].join("\n"))
-        .unwrap_or_default();
-    eprintln!(
-        "negative control {m:?} caught (child {}):\n{verdict}",
-        out.status
-    );
-    verdict
+    let extra: &[(&str, &str)] = if child_layer {
+        &[(CHILD_LAYER_ENV, "1")]
+    } else {
+        &[]
+    };
+    mutant_in_child("mutant_run", MUTANT_ENV, m, extra)
 }
 
 fn hang(msg: &str) -> bool {

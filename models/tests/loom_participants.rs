@@ -12,7 +12,6 @@ mod participants_common;
 
 use common::*;
 use forksafe_core::controls::{self as mutant, Mutant};
-use std::process::Command;
 
 fn work_across_a_fork() {
     check(
@@ -66,28 +65,7 @@ fn participant_mutant_run() {
 
 /// Runs `m`'s scenario in a child process; returns loom's verdict.
 fn caught(m: Mutant) -> String {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new(exe)
-        .args([
-            "participant_mutant_run",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(MUTANT_ENV, format!("{m:?}"))
-        .output()
-        .expect("run the mutant in a child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success() && !text.contains("MUTANT NOT CAUGHT"),
-        "loom did not catch mutant {m:?}:\n{text}"
-    );
-    eprintln!("negative control {m:?} caught (child {})", out.status);
-    text
+    mutant_in_child("participant_mutant_run", MUTANT_ENV, m, &[])
 }
 
 #[test]

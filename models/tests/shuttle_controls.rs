@@ -12,11 +12,8 @@ mod common;
 mod pool_common;
 
 use common::*;
-use forksafe_core::controls::{self as mutant, Mutant};
+use forksafe_core::controls::Mutant;
 use forksafe_core::{Error, ForkSnapshot, Lane};
-use shuttle::scheduler::RandomScheduler;
-use shuttle::{Config, MaxSteps, Runner};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,41 +31,10 @@ const CONTROL_ITERS: usize = 20_000;
 /// Step bound: a spinning thread past it is a livelock.
 const STEPS: usize = 20_000;
 
-/// Switches `m` on for this OS thread until dropped.
-struct Switch;
-impl Switch {
-    fn on(m: Option<Mutant>) -> Switch {
-        mutant::set(m);
-        Switch
-    }
-}
-impl Drop for Switch {
-    fn drop(&mut self) {
-        mutant::set(None);
-    }
-}
-
-fn run_seeded(m: Option<Mutant>, f: fn()) {
-    let _switch = Switch::on(m);
-    let mut config = Config::new();
-    config.max_steps = MaxSteps::FailAfter(STEPS);
-    let iters = if m.is_some() { CONTROL_ITERS } else { ITERS };
-    let runner = Runner::new(RandomScheduler::new_from_seed(SEED, iters), config);
-    runner.run(f);
-}
-
 /// Runs `f` with `m` switched on and returns the panic message shuttle
 /// failed with; panics if shuttle found nothing.
 fn caught(m: Mutant, f: fn()) -> String {
-    let result = catch_unwind(AssertUnwindSafe(|| run_seeded(Some(m), f)));
-    let panic = result.expect_err("shuttle did not catch the mutant");
-    let msg = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    eprintln!("negative control {m:?} caught: {msg}");
-    msg
+    caught_seeded(m, f, SEED, CONTROL_ITERS, STEPS)
 }
 
 fn sound(f: fn()) {
@@ -76,7 +42,7 @@ fn sound(f: fn()) {
         shuttle::replay(f, &schedule);
         return;
     }
-    run_seeded(None, f);
+    run_seeded(None, f, SEED, ITERS, STEPS);
 }
 
 fn op(label: u32, reads: &[usize], writes: &[usize], mode: Mode, lane: Lane) -> Op {

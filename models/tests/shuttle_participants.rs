@@ -15,10 +15,7 @@ mod common;
 mod participants_common;
 
 use common::*;
-use forksafe_core::controls::{self as mutant, Mutant};
-use shuttle::scheduler::RandomScheduler;
-use shuttle::{Config, MaxSteps, Runner};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use forksafe_core::controls::Mutant;
 
 #[test]
 fn participant_work_across_a_fork_random() {
@@ -56,24 +53,8 @@ const CONTROL_ITERS: usize = 20_000;
 /// Step bound: a spinning thread past it is a livelock.
 const STEPS: usize = 20_000;
 
-/// Runs `f` with `m` on and returns shuttle's panic message; panics if
-/// shuttle found nothing.
 fn caught(m: Mutant, f: fn()) -> String {
-    mutant::set(Some(m));
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut config = Config::new();
-        config.max_steps = MaxSteps::FailAfter(STEPS);
-        Runner::new(RandomScheduler::new_from_seed(SEED, CONTROL_ITERS), config).run(f);
-    }));
-    mutant::set(None);
-    let panic = result.expect_err("shuttle did not catch the mutant");
-    let msg = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default();
-    eprintln!("negative control {m:?} caught: {msg}");
-    msg
+    caught_seeded(m, f, SEED, CONTROL_ITERS, STEPS)
 }
 
 #[test]

@@ -299,3 +299,47 @@ pub fn fork_again(w: &World) {
     w.domain.prepare();
     w.domain.parent();
 }
+
+/// Runs the hidden test `runner` of this test binary in a child process,
+/// with `env` set to `m`'s name and the `extra` variables set: the child
+/// runs `m`'s scenario with `m` on (loom's failure unwinds through model
+/// objects and often aborts; a process keeps that apart from the other
+/// tests). Returns the child's output from loom's verdict (its first
+/// panic) on; panics if the child succeeded or said the mutant was not
+/// caught.
+pub fn mutant_in_child(
+    runner: &str,
+    env: &str,
+    m: forksafe_core::controls::Mutant,
+    extra: &[(&str, &str)],
+) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([runner, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, format!("{m:?}"));
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the mutant in a child process");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success() && !text.contains("MUTANT NOT CAUGHT"),
+        "loom did not catch mutant {m:?}:\n{text}"
+    );
+    // The first panic is loom's verdict; later ones are its cleanup.
+    let lines: Vec<&str> = text.lines().collect();
+    let verdict = lines
+        .iter()
+        .position(|l| l.contains("panicked at"))
+        .map(|i| lines[i..(i + 4).min(lines.len())].join("\n"))
+        .unwrap_or_default();
+    eprintln!(
+        "negative control {m:?} caught (child {}):\n{verdict}",
+        out.status
+    );
+    verdict
+}

@@ -365,3 +365,56 @@ pub fn chance(p: u32) -> bool {
 pub fn below(n: usize) -> usize {
     thread_rng().gen_range(0..n)
 }
+
+/// Switches a negative control on for this OS thread until dropped.
+struct Switch;
+impl Switch {
+    fn on(m: Option<forksafe_core::controls::Mutant>) -> Switch {
+        forksafe_core::controls::set(m);
+        Switch
+    }
+}
+impl Drop for Switch {
+    fn drop(&mut self) {
+        forksafe_core::controls::set(None);
+    }
+}
+
+/// Runs `f` under shuttle's random scheduler from `seed` for `iters`
+/// schedules, failing a schedule past `steps` steps (a livelock), with
+/// control `m` on (or none).
+pub fn run_seeded(
+    m: Option<forksafe_core::controls::Mutant>,
+    f: fn(),
+    seed: u64,
+    iters: usize,
+    steps: usize,
+) {
+    let _switch = Switch::on(m);
+    let mut config = shuttle::Config::new();
+    config.max_steps = shuttle::MaxSteps::FailAfter(steps);
+    let scheduler = shuttle::scheduler::RandomScheduler::new_from_seed(seed, iters);
+    shuttle::Runner::new(scheduler, config).run(f);
+}
+
+/// [`run_seeded`] with `m` on; returns the panic message shuttle failed
+/// with, and panics if shuttle found nothing.
+pub fn caught_seeded(
+    m: forksafe_core::controls::Mutant,
+    f: fn(),
+    seed: u64,
+    iters: usize,
+    steps: usize,
+) -> String {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_seeded(Some(m), f, seed, iters, steps)
+    }));
+    let panic = result.expect_err("shuttle did not catch the mutant");
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    eprintln!("negative control {m:?} caught: {msg}");
+    msg
+}
