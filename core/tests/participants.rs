@@ -80,6 +80,28 @@ fn recorder(name: &str, log: &Arc<Log>, behaviour: Behaviour) -> Box<Recorder> {
 
 const BOUND: Duration = Duration::from_millis(200);
 
+/// A domain with a participant named "pool" that drains `gate` in its
+/// steps, joined with `bound`: (domain, log, gate, its participation).
+fn gated(
+    bound: Duration,
+) -> (
+    &'static ForkDomain,
+    Arc<Log>,
+    Arc<WorkGate>,
+    forksafe_core::Participation,
+) {
+    let d = domain();
+    let log = Arc::new(Log::default());
+    let gate = Arc::new(WorkGate::new());
+    let p = d
+        .join(
+            recorder("pool", &log, Behaviour::DrainsGate(gate.clone())),
+            bound,
+        )
+        .unwrap();
+    (d, log, gate, p)
+}
+
 #[test]
 fn prepare_and_parent_run_once_per_fork_in_joining_order() {
     let d = domain();
@@ -200,15 +222,7 @@ fn joining_with_a_zero_bound_is_an_error() {
 
 #[test]
 fn a_work_gate_holds_new_work_and_drains_in_flight_work_before_the_fork() {
-    let d = domain();
-    let log = Arc::new(Log::default());
-    let gate = Arc::new(WorkGate::new());
-    let _p = d
-        .join(
-            recorder("pool", &log, Behaviour::DrainsGate(gate.clone())),
-            Duration::from_secs(30),
-        )
-        .unwrap();
+    let (d, log, gate, _p) = gated(Duration::from_secs(30));
     // Work in flight for 50 ms on another thread.
     let held = Arc::new(AtomicUsize::new(0));
     let worker = {
@@ -247,15 +261,7 @@ fn a_work_gate_holds_new_work_and_drains_in_flight_work_before_the_fork() {
 
 #[test]
 fn a_work_gate_that_does_not_drain_in_time_lets_the_fork_go_and_marks_it() {
-    let d = domain();
-    let log = Arc::new(Log::default());
-    let gate = Arc::new(WorkGate::new());
-    let p = d
-        .join(
-            recorder("pool", &log, Behaviour::DrainsGate(gate.clone())),
-            Duration::from_millis(5),
-        )
-        .unwrap();
+    let (d, log, gate, p) = gated(Duration::from_millis(5));
     let pass = gate.enter(); // never ends before the fork
     d.prepare();
     d.child();
@@ -326,15 +332,7 @@ fn racing_builders_agree_on_one_value() {
 
 #[test]
 fn drain_steps_wait_for_work_in_flight_without_holding_new_work() {
-    let d = domain();
-    let log = Arc::new(Log::default());
-    let gate = Arc::new(WorkGate::new());
-    let _p = d
-        .join(
-            recorder("pool", &log, Behaviour::DrainsGate(gate.clone())),
-            BOUND,
-        )
-        .unwrap();
+    let (d, log, gate, _p) = gated(BOUND);
     let _q = d
         .join(recorder("quiet", &log, Behaviour::Quick), BOUND)
         .unwrap();

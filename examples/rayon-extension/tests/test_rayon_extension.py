@@ -36,6 +36,18 @@ want = float(np.sum(a * a))
 def check():
     got = ext.sum_of_squares(a)
     assert got == want, (got, want)
+def in_child(body):
+    # Forks; the child runs body() and leaves with 0 (1 if it raised);
+    # returns the child's exit code.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            body()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 """
 
 
@@ -67,15 +79,7 @@ def ok(mod: str, body: str, timeout: float = 120) -> str:
 
 FORK_ONCE = """
 check()  # the parent uses the pool
-pid = os.fork()
-if pid == 0:
-    try:
-        check()
-    except BaseException:
-        os._exit(1)
-    os._exit(0)
-_, status = os.waitpid(pid, 0)
-sys.exit(os.waitstatus_to_exitcode(status))
+sys.exit(in_child(check))
 """
 
 
@@ -121,25 +125,14 @@ def test_forksafe_build_100_os_forks() -> None:
     out = ok(
         "rayon_ext_forksafe",
         """
+        def child(i):
+            check()
+            # A grandchild every tenth round: a fork of a fork.
+            if i % 10 == 0:
+                assert in_child(check) == 0
         check()
         for i in range(100):
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    check()
-                    # A grandchild every tenth round: a fork of a fork.
-                    if i % 10 == 0:
-                        g = os.fork()
-                        if g == 0:
-                            check()
-                            os._exit(0)
-                        _, s = os.waitpid(g, 0)
-                        assert os.waitstatus_to_exitcode(s) == 0
-                except BaseException:
-                    os._exit(1)
-                os._exit(0)
-            _, status = os.waitpid(pid, 0)
-            assert os.waitstatus_to_exitcode(status) == 0, (i, status)
+            assert in_child(lambda: child(i)) == 0, i
             check()
         print("fork-ok")
         """,
@@ -152,25 +145,21 @@ def test_forksafe_build_forks_while_a_thread_is_inside_a_parallel_call() -> None
         "rayon_ext_forksafe",
         """
         stop = threading.Event()
-        big = np.arange(2_000_000, dtype=np.float64)
+        big = np.arange(2_000_000, dtype=np.float64) % 1000  # exact sums
         big_want = float(np.sum(big * big))
+        wrong = []
         def busy():
             while not stop.is_set():
-                assert ext.sum_of_squares(big) == big_want
+                got = ext.sum_of_squares(big)
+                if got != big_want:
+                    wrong.append(got)
         t = threading.Thread(target=busy)
         t.start()
         for i in range(30):
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    check()
-                except BaseException:
-                    os._exit(1)
-                os._exit(0)
-            _, status = os.waitpid(pid, 0)
-            assert os.waitstatus_to_exitcode(status) == 0, (i, status)
+            assert in_child(check) == 0, i
         stop.set()
         t.join()
+        assert not wrong, wrong
         print("busy-ok")
         """,
     )
