@@ -16,8 +16,9 @@ Importing the package installs two hooks:
   the child, each engine settles at its first call: ops pending at the fork
   complete with an :class:`OpError` of kind ``'lost_in_fork'`` without
   running, and new ops run normally. Forks that bypass Python (C code,
-  ``subprocess`` without ``preexec_fn``) are kept safe by the engine's own
-  ``pthread_atfork`` handlers.
+  ``subprocess`` without ``preexec_fn``) leave every engine consistent
+  through the engine's own ``pthread_atfork`` handlers; CPython's GIL is
+  another matter (README, "Known limits").
 * ``atexit``: every engine is shut down (queued ops run until its
   ``shutdown_deadline``, then are cancelled) before the interpreter
   finalises; afterwards no engine calls into Python again.
