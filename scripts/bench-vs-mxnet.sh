@@ -22,27 +22,15 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-5}"
-VENV="${MXNET_VENV:-/tmp/forksafe-mxnet-venv}"
 WORK="${BENCH_WORK:-/tmp/forksafe-bench-vs-mxnet}"
 CORES="$(nproc)"
 WORKLOADS=(indep chain dag dag-2us indep-2t)
 mkdir -p "$WORK"
 
-if [ ! -f "$VENV/lib/python3"*/site-packages/mxnet/libmxnet.so ] 2>/dev/null; then
-    echo "== installing mxnet 1.9.1 into $VENV" >&2
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q mxnet==1.9.1 numpy==1.23.5 >&2
-fi
-MXDIR="$(dirname "$(ls "$VENV"/lib/python3*/site-packages/mxnet/libmxnet.so | head -1)")"
-
-echo "== building the MXNet harness" >&2
-gcc -O2 -Wall -Wextra -o "$WORK/mxnet-harness" "$ROOT/bench/mxnet/harness.c" \
-    -L"$MXDIR" -l:libmxnet.so -Wl,-rpath,"$MXDIR" -lpthread
-
-echo "== building forksafe-bench" >&2
-cargo build --release -q -p forksafe-bench --manifest-path "$ROOT/Cargo.toml" \
-    --target-dir "${CARGO_TARGET_DIR:-$ROOT/target}"
-OURS="${CARGO_TARGET_DIR:-$ROOT/target}/release/forksafe-bench"
+# shellcheck source=lib/bench-build.sh
+source "$ROOT/scripts/lib/bench-build.sh"
+MXNET="$(build_mxnet_harness)"
+OURS="$(build_forksafe_bench)"
 
 export MXNET_ENGINE_TYPE=ThreadedEnginePerDevice
 export MXNET_CPU_WORKER_NTHREADS="$CORES"
@@ -51,7 +39,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MXNET_USE_OPERATOR_TUNING=0
 RAW="$WORK/raw.txt"
 : > "$RAW"
 run_ours() { "$OURS" --raw --reps 1 --workers "$CORES" "${WORKLOADS[@]}" | grep '^RESULT' >> "$RAW"; }
-run_mxnet() { "$WORK/mxnet-harness" --reps 1 "${WORKLOADS[@]}" 2>/dev/null | grep '^RESULT' >> "$RAW"; }
+run_mxnet() { "$MXNET" --reps 1 "${WORKLOADS[@]}" 2>/dev/null | grep '^RESULT' >> "$RAW"; }
 for r in $(seq 1 "$ROUNDS"); do
     echo "== round $r/$ROUNDS" >&2
     if [ $((r % 2)) -eq 1 ]; then run_ours; run_mxnet; else run_mxnet; run_ours; fi

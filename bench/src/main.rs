@@ -6,20 +6,23 @@
 //!     [--trace FILE] [WORKLOAD...]
 //! ```
 //!
-//! Workloads: `indep`, `chain`, `dag`, `dag-2us`, `indep-2t` (timed to the
-//! final `wait_all`, median of `--reps` runs), `fork` (fork + exit + waitpid
-//! with no engine, an idle engine and a busy engine, each mode in a fresh
-//! process of this binary, alternated), `mem` (bytes per pending op, a
-//! million ops queued behind a quiesce), `split` (`dag-2us` cut in two:
-//! push alone into a quiesced engine, then drain alone). No workload given:
-//! all of them.
+//! Workloads: `indep`, `chain`, `dag`, `dag-2us`, `indep-2t`, `queue-10k`,
+//! `queue-1m` (timed to the final `wait_all`, median of `--reps` runs),
+//! `fork` (fork + exit + waitpid with no engine, an idle engine and a busy
+//! engine, each mode in a fresh process of this binary, alternated), `mem`
+//! (bytes per pending op, a million ops queued behind a quiesce),
+//! `queue-held` (indep, chain and dag with 10 000 and with 1 000 000 ops
+//! held behind a quiesce, then one `wait_all`: time per op, linear?),
+//! `split` (`dag-2us` cut in two: push alone into a quiesced engine, then
+//! drain alone). No workload given: all of them.
 //! `--raw` also prints one `RESULT` line per timed run (for
-//! `scripts/bench-vs-mxnet.sh`); `--trace FILE` writes a Chrome Trace Event
+//! `scripts/bench-vs-mxnet.sh` and `scripts/bench-vs-peers.sh`); `--trace FILE` writes a Chrome Trace Event
 //! timeline of the last timed run.
 
 mod alloc;
 mod fork;
 mod mem;
+mod queue;
 mod split;
 mod stats;
 mod workloads;
@@ -45,7 +48,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     use lexopt::prelude::*;
     const USAGE: &str = "usage: forksafe-bench [--reps N] [--workers N] [--raw] \
-                         [--trace FILE] [indep chain dag dag-2us indep-2t fork mem split]";
+                         [--trace FILE] [indep chain dag dag-2us indep-2t queue-10k queue-1m fork mem split queue-held]";
     let mut a = Args {
         reps: 5,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -89,7 +92,7 @@ fn parse_args() -> Result<Args, String> {
             Value(v) => {
                 let w = text(v, "workload")?;
                 if workloads::NAMES.contains(&w.as_str())
-                    || ["fork", "mem", "split"].contains(&w.as_str())
+                    || ["fork", "mem", "split", "queue-held"].contains(&w.as_str())
                 {
                     a.workloads.push(w);
                 } else {
@@ -104,8 +107,12 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.workloads.is_empty() {
         a.workloads = workloads::NAMES.iter().map(|s| s.to_string()).collect();
-        a.workloads
-            .extend(["fork".into(), "mem".into(), "split".into()]);
+        a.workloads.extend([
+            "fork".into(),
+            "mem".into(),
+            "split".into(),
+            "queue-held".into(),
+        ]);
     }
     Ok(a)
 }
@@ -172,6 +179,25 @@ fn main() {
             deps / (args.workers as f64 / 2e-6) * 100.0
         );
     }
+    if args.workloads.iter().any(|w| w == "queue-held") {
+        for shape in queue::SHAPES {
+            let [small, large] = queue::SIZES.map(|n| queue::per_op_us(args.workers, shape, n));
+            println!(
+                "| queue-held {shape} | {} | {:.3} µs/op | {:.0} | 1 | | |",
+                queue::SIZES[1],
+                large,
+                1e6 / large
+            );
+            println!(
+                "queue-held: {shape}: {:.3} µs/op with {} queued, {:.3} with {}: ratio {:.2} (linear: 1)",
+                small,
+                queue::SIZES[0],
+                large,
+                queue::SIZES[1],
+                large / small
+            );
+        }
+    }
     if args.workloads.iter().any(|w| w == "mem") {
         let m = mem::measure(args.workers);
         println!(
@@ -207,14 +233,14 @@ fn run_timed(args: &Args, names: &[&String]) {
         let mut secs = Vec::new();
         let calls = alloc::alloc_calls();
         let mut cpus = Vec::new();
+        let ops = workloads::ops(name);
         for _ in 0..args.reps {
             let c0 = stats::process_cpu();
             let d = workloads::run(&engine, &fx, name).expect("known workload");
             let cpu = stats::process_cpu() - c0;
             if args.raw {
                 println!(
-                    "RESULT engine=forksafe workload={name} ops={} seconds={:.6} cpu_seconds={cpu:.6}",
-                    workloads::OPS,
+                    "RESULT engine=forksafe workload={name} ops={ops} seconds={:.6} cpu_seconds={cpu:.6}",
                     d.as_secs_f64()
                 );
             }
@@ -222,13 +248,12 @@ fn run_timed(args: &Args, names: &[&String]) {
             cpus.push(cpu);
         }
         let m = median(&secs);
-        let allocs = (alloc::alloc_calls() - calls) as f64 / (args.reps * workloads::OPS) as f64;
+        let allocs = (alloc::alloc_calls() - calls) as f64 / (args.reps * ops) as f64;
         println!(
-            "| {name} | {} | {m:.4} | {:.0} | {} | {allocs:.2} | {:.3} |",
-            workloads::OPS,
-            workloads::OPS as f64 / m,
+            "| {name} | {ops} | {m:.4} | {:.0} | {} | {allocs:.2} | {:.3} |",
+            ops as f64 / m,
             secs.len(),
-            median(&cpus) * 1e6 / workloads::OPS as f64
+            median(&cpus) * 1e6 / ops as f64
         );
     }
     if let (Some(path), Some(name)) = (&args.trace, names.last()) {

@@ -11,8 +11,27 @@ pub const INDEP_VARS: usize = 1024;
 /// Vars of `dag` and `dag-2us`.
 pub const DAG_VARS: usize = 64;
 
-/// Names of the timed workloads, in table order.
-pub const NAMES: [&str; 5] = ["indep", "chain", "dag", "dag-2us", "indep-2t"];
+/// Names of the timed workloads, in table order. `queue-10k` and
+/// `queue-1m` are `indep` with 10 000 and 1 000 000 ops pushed before the
+/// one `wait_all` (is the cost per op linear in what is queued?).
+pub const NAMES: [&str; 7] = [
+    "indep",
+    "chain",
+    "dag",
+    "dag-2us",
+    "indep-2t",
+    "queue-10k",
+    "queue-1m",
+];
+
+/// Ops of one run of workload `name`.
+pub fn ops(name: &str) -> usize {
+    match name {
+        "queue-10k" => 10_000,
+        "queue-1m" => 1_000_000,
+        _ => OPS,
+    }
+}
 
 /// The vars a workload run uses, and the `dag` picks (2 reads, 1 write).
 pub struct Fixture {
@@ -111,6 +130,7 @@ pub fn run(engine: &Engine, fx: &Fixture, name: &str) -> Option<Duration> {
                 s.spawn(|| indep_range(engine, &fx.vars[half..], OPS / 2));
             });
         }
+        "queue-10k" | "queue-1m" => indep_range(engine, &fx.vars, ops(name)),
         _ => return None,
     }
     engine.wait_all().expect("wait_all");
