@@ -14,14 +14,14 @@
 use crate::sync::spin_step;
 #[cfg(loom)]
 use crate::sync::{current_thread, park_current, Mutex, Thread};
-use crate::sync::{thread_shard, AtomicUsize, Ordering, MODEL_BUILD};
+use crate::sync::{thread_shard, AtomicUsize, CachePadded, Ordering, MODEL_BUILD};
 
 pub(crate) const CLOSED: usize = 1 << (usize::BITS - 1);
 const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
 
 /// Guards I5/I6: the state is copied at fork only between sections.
 pub(crate) struct ForkGate {
-    shards: [Padded; SHARDS],
+    shards: [CachePadded<AtomicUsize>; SHARDS],
     /// loom builds: threads waiting for the gate to open or for sections
     /// to end park here instead of spinning. loom charges every spin round,
     /// and a spin across a long fork window exhausts its branch limit
@@ -30,9 +30,6 @@ pub(crate) struct ForkGate {
     #[cfg(loom)]
     waiters: Mutex<Vec<Thread>>,
 }
-
-#[repr(align(128))]
-struct Padded(AtomicUsize);
 
 /// An open section; closes on drop.
 pub(crate) struct Section<'a> {
@@ -54,14 +51,14 @@ impl ForkGate {
     #[cfg(not(any(loom, shuttle)))]
     pub(crate) const fn new() -> Self {
         ForkGate {
-            shards: [const { Padded(AtomicUsize::new(0)) }; SHARDS],
+            shards: [const { CachePadded::new(AtomicUsize::new(0)) }; SHARDS],
         }
     }
 
     #[cfg(any(loom, shuttle))]
     pub(crate) fn new() -> Self {
         ForkGate {
-            shards: std::array::from_fn(|_| Padded(AtomicUsize::new(0))),
+            shards: std::array::from_fn(|_| CachePadded::new(AtomicUsize::new(0))),
             #[cfg(loom)]
             waiters: Mutex::ranked(Vec::new(), crate::sync::LockRank::Leaf),
         }
@@ -78,7 +75,7 @@ impl ForkGate {
     /// forked between the two, with no thread to take it back: the child's
     /// own next fork waited for ever. FORK-SAFETY.md, L9.)
     pub(crate) fn try_enter(&self) -> Option<Section<'_>> {
-        let word = &self.shards[thread_shard(SHARDS)].0;
+        let word = &*self.shards[thread_shard(SHARDS)];
         control!(CountedRefusal => return crate::controls::counted_try_enter(self, word));
         // Expect the usual count, zero, rather than load first: one
         // read-modify-write when the shard is quiet, and a failed exchange
@@ -97,11 +94,11 @@ impl ForkGate {
     /// Bounded: sections only take other sections' short locks.
     pub(crate) fn close(&self) {
         for s in self.shards.iter() {
-            s.0.fetch_or(CLOSED, Ordering::AcqRel);
+            s.fetch_or(CLOSED, Ordering::AcqRel);
         }
         for s in self.shards.iter() {
             let mut round = 0;
-            let open_sections = || s.0.load(Ordering::Acquire) & !CLOSED != 0;
+            let open_sections = || s.load(Ordering::Acquire) & !CLOSED != 0;
             while open_sections() {
                 self.wait_while(round, open_sections);
                 round = round.saturating_add(1);
@@ -112,7 +109,7 @@ impl ForkGate {
     /// Reopens the gate.
     pub(crate) fn open(&self) {
         for s in self.shards.iter() {
-            s.0.fetch_and(!CLOSED, Ordering::AcqRel);
+            s.fetch_and(!CLOSED, Ordering::AcqRel);
         }
         self.wake();
     }
@@ -122,7 +119,7 @@ impl ForkGate {
     pub(crate) fn counted(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.0.load(Ordering::Acquire) & !CLOSED)
+            .map(|s| s.load(Ordering::Acquire) & !CLOSED)
             .sum()
     }
 
@@ -130,12 +127,12 @@ impl ForkGate {
     /// had at the fork point, as the OS copies the word.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn inherit(&self, counted: usize) {
-        self.shards[0].0.fetch_add(counted, Ordering::AcqRel);
+        self.shards[0].fetch_add(counted, Ordering::AcqRel);
     }
 
     /// Whether the gate is closed.
     pub(crate) fn is_closed(&self) -> bool {
-        self.shards[0].0.load(Ordering::Acquire) & CLOSED != 0
+        self.shards[0].load(Ordering::Acquire) & CLOSED != 0
     }
 
     /// One round of waiting while `blocked()` holds: a spin step in

@@ -22,7 +22,7 @@
 
 use crate::op::{OpCell, OpStatus};
 use crate::op_info::OpInfo;
-use crate::sync::{Arc, LockRank, Mutex, MODEL_BUILD};
+use crate::sync::{Arc, CachePadded, LockRank, Mutex, MODEL_BUILD};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Shards of the index in production builds (one in model builds, where
@@ -31,14 +31,21 @@ const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
 
 /// The live ops of an engine (see the module's `# State`).
 pub(crate) struct LiveIndex<P> {
-    shards: Box<[Mutex<LiveShard<P>>]>,
+    /// Padded: a pusher inserts into one shard while a worker removes from
+    /// the next; unpadded, neighbouring shards shared cache lines.
+    shards: Box<[CachePadded<Mutex<LiveShard<P>>>]>,
 }
 
 impl<P> LiveIndex<P> {
     pub(crate) fn new() -> Self {
         LiveIndex {
             shards: (0..SHARDS)
-                .map(|_| Mutex::ranked(LiveShard::new(SHARDS as u64), LockRank::LiveShard))
+                .map(|_| {
+                    CachePadded::new(Mutex::ranked(
+                        LiveShard::new(SHARDS as u64),
+                        LockRank::LiveShard,
+                    ))
+                })
                 .collect(),
         }
     }
@@ -56,7 +63,7 @@ impl<P> LiveIndex<P> {
     pub(crate) fn watched(&self) -> impl Iterator<Item = &dyn crate::sync::ForkWatched> {
         self.shards
             .iter()
-            .map(|s| s as &dyn crate::sync::ForkWatched)
+            .map(|s| &**s as &dyn crate::sync::ForkWatched)
     }
 
     /// The live op `id`, if it has not completed.

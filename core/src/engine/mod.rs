@@ -40,7 +40,8 @@ use crate::op_info::Lane;
 use crate::ready::LaneState;
 use crate::spec::Var;
 use crate::sync::{
-    Arc, AtomicU64, AtomicUsize, Clock, Exits, LockRank, Mutex, Ordering, Tally, MODEL_BUILD,
+    Arc, AtomicU64, AtomicUsize, CachePadded, Clock, Exits, LockRank, Mutex, Ordering, Tally,
+    MODEL_BUILD,
 };
 use crate::trace::{TraceEvent, Tracer};
 use crate::var::VarState;
@@ -147,21 +148,27 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) clock: Clock,
     pub(crate) bridge: Box<dyn HostBridge>,
     pub(crate) config: Config,
-    pub(crate) lanes: [Mutex<LaneState<P>>; 2],
+    /// Each lane's lock on its own cache line: the compute lane's is taken
+    /// by every dispatch and every worker, the host lane's by others.
+    pub(crate) lanes: [CachePadded<Mutex<LaneState<P>>>; 2],
     /// Production builds: bumped each time an op is queued on a lane, so a
     /// worker about to park can spin on it for a moment first (a hint only;
     /// every decision is taken again under the lane lock).
-    pub(crate) queued_gen: [AtomicUsize; 2],
+    /// Padded: written by every dispatch, spun on by idle workers.
+    pub(crate) queued_gen: [CachePadded<AtomicUsize>; 2],
     /// Lifecycle state, quiesce holds, errors, push waiters.
     pub(crate) control: ControlCell,
     /// Every accepted, not yet completed op (I2, I5).
     pub(crate) live: LiveIndex<P>,
     /// `wait_all` and shutdown waiters; model builds: timed waiters.
     pub(crate) waiters: Waiters,
-    pub(crate) next_op: AtomicU64,
+    /// Padded: written by every push, so it shares no line with what
+    /// workers read per op (the lifecycle state, the epoch).
+    pub(crate) next_op: CachePadded<AtomicU64>,
     pub(crate) next_var: AtomicU64,
-    /// Pending ops, counted only when `config.max_pending` is set.
-    pub(crate) pending: AtomicUsize,
+    /// Pending ops, counted only when `config.max_pending` is set (then
+    /// written by every push and completion: padded).
+    pub(crate) pending: CachePadded<AtomicUsize>,
     /// The domain epoch this engine's state belongs to (I5).
     pub(crate) epoch: EpochCell,
     /// Set by prepare: 1 + the id of the op the forking thread is running.
@@ -267,10 +274,10 @@ impl<P: Payload> Engine<P> {
     ) -> Result<Self> {
         config.validate()?;
         let lanes = Lane::ALL.map(|lane| {
-            Mutex::ranked(
+            CachePadded::new(Mutex::ranked(
                 LaneState::new(config.workers(lane), config.max_stand_ins),
                 LockRank::Lane,
-            )
+            ))
         });
         let shared = Arc::new(Shared {
             id: domain.next_engine_id(),
@@ -280,13 +287,16 @@ impl<P: Payload> Engine<P> {
             bridge,
             config,
             lanes,
-            queued_gen: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            queued_gen: [
+                CachePadded::new(AtomicUsize::new(0)),
+                CachePadded::new(AtomicUsize::new(0)),
+            ],
             control: ControlCell::new(),
             live: LiveIndex::new(),
             waiters: Waiters::new(),
-            next_op: AtomicU64::new(1),
+            next_op: CachePadded::new(AtomicU64::new(1)),
             next_var: AtomicU64::new(1),
-            pending: AtomicUsize::new(0),
+            pending: CachePadded::new(AtomicUsize::new(0)),
             epoch: EpochCell::new(domain.epoch()),
             carried: AtomicU64::new(0),
             exits: Exits::new(),

@@ -74,6 +74,9 @@ pub use lock_order::LockRank;
 mod data_cell;
 pub use data_cell::{DataCell, DataMut, DataRef};
 
+mod padded;
+pub use padded::CachePadded;
+
 mod slot;
 pub use slot::{DropFlag, DropFlagGuard, Slot};
 
