@@ -89,7 +89,9 @@ if has mxnet; then
 fi
 export STARPU_NCPU="$WORKERS" STARPU_NCUDA=0 STARPU_NOPENCL=0 STARPU_SILENT=1
 export MXNET_ENGINE_TYPE=ThreadedEnginePerDevice MXNET_CPU_WORKER_NTHREADS="$WORKERS"
-export OMP_NUM_THREADS="$WORKERS" MKL_NUM_THREADS=1 MXNET_USE_OPERATOR_TUNING=0
+# MXNet as bench-vs-mxnet.sh sets it up; omp.c sizes its team with num_threads(),
+# which overrides OMP_NUM_THREADS.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MXNET_USE_OPERATOR_TUNING=0
 
 SYSTEMS=(forksafe)
 for p in libomp libgomp starpu mxnet; do has "$p" && SYSTEMS+=("$p"); done

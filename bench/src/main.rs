@@ -16,8 +16,9 @@
 //! `split` (`dag-2us` cut in two: push alone into a quiesced engine, then
 //! drain alone). No workload given: all of them.
 //! `--raw` also prints one `RESULT` line per timed run (for
-//! `scripts/bench-vs-mxnet.sh` and `scripts/bench-vs-peers.sh`); `--trace FILE` writes a Chrome Trace Event
-//! timeline of the last timed run.
+//! `scripts/bench-vs-mxnet.sh` and `scripts/bench-vs-peers.sh`);
+//! `--trace FILE` writes a Chrome Trace Event timeline of the last timed
+//! run.
 
 mod alloc;
 mod fork;

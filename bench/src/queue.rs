@@ -1,5 +1,5 @@
-//! `queue-held`: a million ops queued, then one `wait_all` — is the cost per op
-//! linear in how much is queued? Each shape (`indep`, `chain`, `dag`) is
+//! `queue-held`: a million ops queued, then one `wait_all` — is the cost
+//! per op linear in how much is queued? Each shape (`indep`, `chain`, `dag`) is
 //! pushed into a quiesced engine (so every op really is queued at once),
 //! released, and waited for; the same with 10 000 ops gives the per-op
 //! baseline. Wall time from the first push to the end of `wait_all`.

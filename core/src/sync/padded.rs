@@ -5,6 +5,14 @@
 //! which is also crossbeam's choice for `CachePadded` on x86_64.
 
 /// `T` aligned (and so padded) to 128 bytes. Dereferences to `T`.
+///
+/// ```
+/// use forksafe_core::sync::{AtomicUsize, CachePadded, Ordering};
+/// let hot = CachePadded::new(AtomicUsize::new(0));
+/// hot.fetch_add(1, Ordering::Relaxed);
+/// assert_eq!(hot.load(Ordering::Relaxed), 1);
+/// assert_eq!(std::mem::align_of_val(&hot), 128);
+/// ```
 #[repr(align(128))]
 #[derive(Default)]
 pub struct CachePadded<T>(T);
