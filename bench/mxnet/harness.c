@@ -10,16 +10,12 @@
  *   harness [--reps N] WORKLOAD...    (indep chain dag dag-2us indep-2t)
  * Prints one line per timed run:
  *   RESULT engine=mxnet workload=W ops=N seconds=S cpu_seconds=C
- * (C: user + system CPU time of the whole process during the run).
+ * (C: user + system CPU time of the whole process during the run). Sizes,
+ * the dag picks, the 2 µs body and the clocks are bench/peers/common.h,
+ * shared with the other peer harnesses.
  */
-#define _GNU_SOURCE
+#include "../peers/common.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 typedef void *NDArrayHandle;
 typedef const void *ContextHandle;
@@ -46,10 +42,6 @@ extern int MXNDArrayWaitAll(void);
 extern int MXEngineSetBulkSize(int bulk_size, int *prev_bulk_size);
 extern const char *MXGetLastError(void);
 
-#define OPS 200000
-#define INDEP_VARS 1024
-#define DAG_VARS 64
-
 static const struct MXContext CPU = {1, 0};
 
 static void check(int rc, const char *what) {
@@ -59,34 +51,16 @@ static void check(int rc, const char *what) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* User + system CPU time of the whole process (all threads). */
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 static void empty_body(void *rctx, void *param) {
     (void)rctx;
     (void)param;
 }
 
-/* A 2 microsecond busy body, as the Rust side's. */
-static void busy_2us(void *rctx, void *param) {
+/* The 2 µs body (common.h) as an MXNet sync function. */
+static void busy_body(void *rctx, void *param) {
     (void)rctx;
     (void)param;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 2000);
+    busy_2us();
 }
 
 static NDArrayHandle new_var(void) {
@@ -100,25 +74,6 @@ static void push(EngineSyncFunc f, NDArrayHandle *reads, int nreads, NDArrayHand
                  int nwrites) {
     check(MXEnginePushSyncND(f, NULL, NULL, &CPU, reads, nreads, writes, nwrites, NULL, 0, "op"),
           "MXEnginePushSyncND");
-}
-
-/* The dag workload's var picks: the same xorshift64 stream as the Rust side. */
-static uint8_t dag_pick[OPS][3];
-
-static void make_dag(void) {
-    uint64_t s = 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < OPS; i++) {
-        int n = 0;
-        while (n < 3) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            uint8_t v = (uint8_t)(s % DAG_VARS);
-            int dup = 0;
-            for (int k = 0; k < n; k++) dup |= dag_pick[i][k] == v;
-            if (!dup) dag_pick[i][n++] = v;
-        }
-    }
 }
 
 static NDArrayHandle vars[INDEP_VARS];
@@ -144,7 +99,7 @@ static double run(const char *w) {
     } else if (!strcmp(w, "chain")) {
         for (int i = 0; i < OPS; i++) push(empty_body, NULL, 0, &vars[0], 1);
     } else if (!strcmp(w, "dag") || !strcmp(w, "dag-2us")) {
-        EngineSyncFunc f = strcmp(w, "dag") ? busy_2us : empty_body;
+        EngineSyncFunc f = strcmp(w, "dag") ? busy_body : empty_body;
         for (int i = 0; i < OPS; i++) {
             NDArrayHandle r[2] = {vars[dag_pick[i][0]], vars[dag_pick[i][1]]};
             push(f, r, 2, &vars[dag_pick[i][2]], 1);

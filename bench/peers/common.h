@@ -26,14 +26,14 @@
 #define INDEP_VARS 1024
 #define DAG_VARS 64
 
-static double now_s(void) {
+static inline double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* User + system CPU time of the whole process (all threads). */
-static double cpu_s(void) {
+static inline double cpu_s(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
@@ -41,7 +41,7 @@ static double cpu_s(void) {
 }
 
 /* A 2 microsecond busy body, as forksafe-bench's. */
-static void busy_2us(void) {
+static inline void busy_2us(void) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     do {
@@ -50,9 +50,9 @@ static void busy_2us(void) {
 }
 
 /* The dag workload's var picks: two reads, then the write. */
-static uint8_t dag_pick[OPS][3];
+static uint8_t dag_pick[OPS][3] __attribute__((unused));
 
-static void make_dag(void) {
+static inline void make_dag(void) {
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < OPS; i++) {
         int n = 0;
@@ -69,7 +69,7 @@ static void make_dag(void) {
 }
 
 /* Ops of workload `w`, or 0 if unknown. */
-static int workload_ops(const char *w) {
+static inline int workload_ops(const char *w) {
     if (!strcmp(w, "queue-10k")) return 10000;
     if (!strcmp(w, "queue-1m")) return MAX_OPS;
     const char *known[] = {"indep", "chain", "dag", "dag-2us", "indep-2t"};
@@ -81,12 +81,12 @@ static int workload_ops(const char *w) {
 /* Dependency-order check: every op records, when it runs, the version of
  * each var it names; a write bumps its var. A run obeys the dependencies iff
  * each op saw exactly the versions the serial order gives. */
-static uint32_t version[INDEP_VARS];
-static uint32_t seen[OPS][3];
+static uint32_t version[INDEP_VARS] __attribute__((unused));
+static uint32_t seen[OPS][3] __attribute__((unused));
 
 /* What the serial order says op i of `w` sees, per named var; returns the
  * number of vars (reads first, the write last). */
-static int expected(const char *w, int i, uint32_t *serial, uint32_t out[3], int vars[3]) {
+static inline int expected(const char *w, int i, uint32_t *serial, uint32_t out[3], int vars[3]) {
     int n;
     if (!strcmp(w, "chain")) {
         vars[0] = 0;
@@ -110,7 +110,7 @@ static int expected(const char *w, int i, uint32_t *serial, uint32_t out[3], int
 
 /* Compares what each op saw with the serial order; prints and returns the
  * number of ops that saw something else. */
-static int check_order(const char *engine, const char *w, int ops) {
+static inline int check_order(const char *engine, const char *w, int ops) {
     static uint32_t serial[INDEP_VARS];
     memset(serial, 0, sizeof serial);
     int bad = 0;
@@ -125,7 +125,7 @@ static int check_order(const char *engine, const char *w, int ops) {
     return bad;
 }
 
-static void result(const char *engine, const char *w, int ops, double s, double c) {
+static inline void result(const char *engine, const char *w, int ops, double s, double c) {
     printf("RESULT engine=%s workload=%s ops=%d seconds=%.6f cpu_seconds=%.6f\n", engine, w, ops,
            s, c);
     fflush(stdout);
@@ -136,7 +136,7 @@ struct args {
     int reps, workers, first;
 };
 
-static struct args parse(int argc, char **argv, const char *name) {
+static inline struct args parse(int argc, char **argv, const char *name) {
     struct args a = {1, 2, 1};
     while (a.first + 1 < argc && !strncmp(argv[a.first], "--", 2)) {
         if (!strcmp(argv[a.first], "--reps"))
@@ -157,6 +157,33 @@ static struct args parse(int argc, char **argv, const char *name) {
         exit(2);
     }
     return a;
+}
+
+/* The harness's main loop: runs every workload named on the command line
+ * once with `*checking` set and compares the order with the serial one (a
+ * violation: exit code 1, nothing timed), then `reps` timed runs of each,
+ * one RESULT line per run. `run` pushes a workload's ops and waits. */
+static inline int check_then_time(const char *engine, int argc, char **argv, struct args a,
+                                  double (*run)(const char *, int), int *checking) {
+    int bad = 0;
+    for (int k = a.first; k < argc; k++) {
+        int ops = workload_ops(argv[k]);
+        if (ops > OPS) continue; /* queue-1m: the shape of queue-10k, checked there */
+        memset(version, 0, sizeof version);
+        *checking = 1;
+        run(argv[k], ops);
+        *checking = 0;
+        bad += check_order(engine, argv[k], ops);
+    }
+    for (int k = a.first; !bad && k < argc; k++) {
+        int ops = workload_ops(argv[k]);
+        for (int r = 0; r < a.reps; r++) {
+            double c0 = cpu_s();
+            double s = run(argv[k], ops);
+            result(engine, argv[k], ops, s, cpu_s() - c0);
+        }
+    }
+    return bad ? 1 : 0;
 }
 
 #endif

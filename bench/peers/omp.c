@@ -90,24 +90,5 @@ int main(int argc, char **argv) {
     workers = a.workers;
     make_dag();
     run("indep", OPS); /* warm-up: start the team */
-    int bad = 0;
-    for (int k = a.first; k < argc; k++) {
-        int ops = workload_ops(argv[k]);
-        if (ops > OPS) continue; /* queue-1m: same shape as queue-10k, checked there */
-        memset(version, 0, sizeof version);
-        checking = 1;
-        run(argv[k], ops);
-        checking = 0;
-        bad += check_order(ENGINE, argv[k], ops);
-    }
-    if (bad) return 1;
-    for (int k = a.first; k < argc; k++) {
-        int ops = workload_ops(argv[k]);
-        for (int r = 0; r < a.reps; r++) {
-            double c0 = cpu_s();
-            double s = run(argv[k], ops);
-            result(ENGINE, argv[k], ops, s, cpu_s() - c0);
-        }
-    }
-    return 0;
+    return check_then_time(ENGINE, argc, argv, a, run, &checking);
 }

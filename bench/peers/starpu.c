@@ -120,25 +120,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < INDEP_VARS; i++) starpu_void_data_register(&handles[i]);
     make_dag();
     run("indep", 1000); /* warm-up */
-    int bad = 0;
-    for (int k = a.first; k < argc; k++) {
-        int ops = workload_ops(argv[k]);
-        if (ops > OPS) continue; /* queue-1m: same shape as queue-10k, checked there */
-        memset(version, 0, sizeof version);
-        checking = 1;
-        run(argv[k], ops);
-        checking = 0;
-        bad += check_order("starpu", argv[k], ops);
-    }
-    for (int k = a.first; !bad && k < argc; k++) {
-        int ops = workload_ops(argv[k]);
-        for (int r = 0; r < a.reps; r++) {
-            double c0 = cpu_s();
-            double s = run(argv[k], ops);
-            result("starpu", argv[k], ops, s, cpu_s() - c0);
-        }
-    }
+    int rc = check_then_time("starpu", argc, argv, a, run, &checking);
     for (int i = 0; i < INDEP_VARS; i++) starpu_data_unregister(handles[i]);
     starpu_shutdown();
-    return bad ? 1 : 0;
+    return rc;
 }
