@@ -22,18 +22,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-    if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
-fi
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
 VENV="${FORKSAFE_VENV:-$ROOT/target/python-venv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/python}"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "test-python: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
-rm -rf "$VENV"
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" "mypy>=1.5"
+fresh_venv "$VENV" "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" "mypy>=1.5"
 
 start=$SECONDS
 "$VENV/bin/python" -m pip install -q ./python

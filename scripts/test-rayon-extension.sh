@@ -22,19 +22,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-    if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
-fi
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
 VENV="${FORKSAFE_EXT_VENV:-$ROOT/target/rayon-ext-venv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/rayon-ext}"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
 DIST="$CARGO_TARGET_DIR/wheels-demo"
 
 echo "test-rayon-extension: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
-rm -rf "$VENV" "$DIST"
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" numpy
+rm -rf "$DIST"
+fresh_venv "$VENV" "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" numpy
 
 start=$SECONDS
 for build in plain forksafe; do
