@@ -3,7 +3,7 @@
 //! and the RSS before and after give the cost per pending op.
 
 use crate::alloc::{live_by_size, live_bytes, rss_bytes, SIZES};
-use forksafe::{Config, Engine};
+use crate::workloads::{warm_engine, INDEP_VARS};
 use std::time::Duration;
 
 /// Ops pushed while quiesced.
@@ -24,17 +24,7 @@ pub struct MemResult {
 
 /// Measures with `workers` compute workers; op i writes var i % 1024.
 pub fn measure(workers: usize) -> MemResult {
-    let engine = Engine::new(Config {
-        compute_workers: workers,
-        ..Config::default()
-    })
-    .expect("engine");
-    let vars: Vec<_> = (0..1024).map(|_| engine.new_var().expect("var")).collect();
-    // Start the workers and let every lazily grown structure settle.
-    for v in &vars {
-        engine.op("warm").writes(&[v]).run(|| {}).expect("push");
-    }
-    engine.wait_all().expect("wait_all");
+    let (engine, vars) = warm_engine(workers, INDEP_VARS);
     let guard = engine.quiesce(Duration::from_secs(10)).expect("quiesce");
     let (heap0, rss0, hist0) = (live_bytes(), rss_bytes(), live_by_size());
     for i in 0..PENDING_OPS {

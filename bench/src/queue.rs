@@ -4,8 +4,7 @@
 //! released, and waited for; the same with 10 000 ops gives the per-op
 //! baseline. Wall time from the first push to the end of `wait_all`.
 
-use crate::workloads::{dag_picks, DAG_VARS, INDEP_VARS};
-use forksafe::{Config, Engine};
+use crate::workloads::{dag_picks, warm_engine, DAG_VARS, INDEP_VARS};
 use std::time::{Duration, Instant};
 
 /// The small and the large run.
@@ -15,19 +14,7 @@ pub const SHAPES: [&str; 3] = ["indep", "chain", "dag"];
 
 /// Time per op (µs) of `shape` with `n` ops queued, on a fresh engine.
 pub fn per_op_us(workers: usize, shape: &str, n: usize) -> f64 {
-    let engine = Engine::new(Config {
-        compute_workers: workers,
-        ..Config::default()
-    })
-    .expect("engine");
-    let vars: Vec<_> = (0..INDEP_VARS)
-        .map(|_| engine.new_var().expect("var"))
-        .collect();
-    // Start the workers before timing.
-    for v in &vars {
-        engine.op("warm").writes(&[v]).run(|| {}).expect("push");
-    }
-    engine.wait_all().expect("wait_all");
+    let (engine, vars) = warm_engine(workers, INDEP_VARS);
     let picks = if shape == "dag" {
         dag_picks(n)
     } else {

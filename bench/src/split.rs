@@ -6,8 +6,7 @@
 //! parked, during the drain the pusher is parked in `wait_all`. Together
 //! they bound what one pusher and the workers can reach on the same cores.
 
-use crate::workloads::{busy_2us, dag_picks, DAG_VARS, OPS};
-use forksafe::{Config, Engine};
+use crate::workloads::{busy_2us, dag_picks, warm_engine, DAG_VARS, OPS};
 use std::time::{Duration, Instant};
 
 /// The two phases' figures.
@@ -64,18 +63,7 @@ pub fn dependency_bound(workers: usize, body_us: f64) -> f64 {
 
 /// Runs the split with `workers` compute workers.
 pub fn measure(workers: usize) -> Split {
-    let engine = Engine::new(Config {
-        compute_workers: workers,
-        ..Config::default()
-    })
-    .expect("engine");
-    let vars: Vec<_> = (0..DAG_VARS)
-        .map(|_| engine.new_var().expect("var"))
-        .collect();
-    for v in &vars {
-        engine.op("warm").writes(&[v]).run(|| {}).expect("push");
-    }
-    engine.wait_all().expect("wait_all");
+    let (engine, vars) = warm_engine(workers, DAG_VARS);
     let picks = dag_picks(OPS);
     let guard = engine.quiesce(Duration::from_secs(10)).expect("quiesce");
     let c0 = cpu_time();

@@ -1,7 +1,7 @@
 //! The docs/DESIGN.md workloads, each pushed from one thread (or two for
 //! `indep-2t`) and timed to the final `wait_all`.
 
-use forksafe::{Engine, Var};
+use forksafe::{Config, Engine, Var};
 use std::time::{Duration, Instant};
 
 /// Ops per workload run.
@@ -51,6 +51,23 @@ impl Fixture {
             dag: dag_picks(OPS),
         }
     }
+}
+
+/// A fresh engine of `workers` compute workers and `vars` vars, each
+/// written once and waited for: the workers have started and every lazily
+/// grown structure has settled before anything is measured.
+pub fn warm_engine(workers: usize, vars: usize) -> (Engine, Vec<Var>) {
+    let engine = Engine::new(Config {
+        compute_workers: workers,
+        ..Config::default()
+    })
+    .expect("engine");
+    let vars: Vec<Var> = (0..vars).map(|_| engine.new_var().expect("var")).collect();
+    for v in &vars {
+        engine.op("warm").writes(&[v]).run(|| {}).expect("push");
+    }
+    engine.wait_all().expect("wait_all");
+    (engine, vars)
 }
 
 /// For each op, three distinct vars among `DAG_VARS`: reads, reads, writes.
