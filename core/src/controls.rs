@@ -71,10 +71,11 @@ pub enum Mutant {
     /// it succeeded: what it writes is not poisoned, and ops after it run
     /// on data the failed op never produced (breaks I7).
     SkippedOpPassesNothing,
-    /// A body runs while its worker holds its lane's lock: a callback
-    /// from the body into the engine that needs that lock waits for its
-    /// own thread (breaks H1).
-    BodyUnderLaneLock,
+    /// A body runs while its worker holds its home ready-queue slot's lock
+    /// (the lock a push onto the lane takes): a callback from the body
+    /// into the engine that needs that lock waits for its own thread
+    /// (breaks H1).
+    BodyUnderSlotLock,
     /// A var grants its queued writer while readers still hold it (only a
     /// writer holding it stops the grant): the writer's body mutates data
     /// the readers are reading (breaks I9, the access grant, and I1).
@@ -96,6 +97,20 @@ pub enum Mutant {
     /// already in flight: the fork copies half-done work (breaks I5 for
     /// `WorkGate`).
     CloseWithoutWaiting,
+    /// A worker registers as idle only after its last look at the ready
+    /// queues: an op queued between that look and the registration finds
+    /// nobody to wake, and the worker parks with it queued (a lost wake-up
+    /// on the empty → non-empty edge; breaks I2).
+    IdleAfterLastLook,
+    /// A dispatch reads whether a worker is wanted before it queues the op
+    /// instead of after: a worker that registers and looks in between
+    /// misses the op, and the dispatch wakes nobody (the same lost wake-up
+    /// from the pusher's side; breaks I2).
+    WantedReadBeforeQueue,
+    /// A quiesce pauses only a lane's first ready-queue slot: a worker whose
+    /// home is another slot starts an op there while the quiesce holds
+    /// (breaks I3 across slots).
+    PauseFirstSlotOnly,
 }
 
 crate::sync::os_thread_local! {
@@ -116,14 +131,8 @@ pub fn active(mutant: Mutant) -> bool {
 /// (a) `DrainingPrepare`, the seed's protocol: fork prepare waits for the
 /// host lane's running ops without releasing the host lock.
 pub(crate) fn drain_host_lane<P: Payload>(shared: &Shared<P>) {
-    loop {
-        {
-            let mut ls = shared.lane(Lane::Host).lock();
-            if ls.running == 0 {
-                return;
-            }
-            ls.drain_waiters.push(crate::sync::current_thread());
-        }
+    let me = crate::sync::current_thread();
+    while shared.ready(Lane::Host).running_or_register(&me) > 0 {
         crate::sync::park_until(&shared.clock, None);
     }
 }
@@ -153,7 +162,8 @@ pub(crate) fn write_queued<O>(var: &crate::var::VarInner<O>) -> bool {
 /// (j) `PauseBeforeStateCheck`: pause every lane before the state check.
 pub(crate) fn pause_lanes<P: Payload>(shared: &Shared<P>) {
     for lane in Lane::ALL {
-        shared.lane(lane).lock().paused = true;
+        let _ls = shared.lane(lane).lock();
+        shared.ready(lane).set_paused(true);
     }
 }
 

@@ -19,8 +19,8 @@
 //!   accepted op is stranded without a worker: the worker pool (`pool.rs`)
 //!   and its start-failure path (`engine/worker.rs`).
 //! - **I3** quiesce: [`QuiesceGuard`], the control state
-//!   (`engine/control.rs`), the lanes' `paused` and `running` (`ready.rs`,
-//!   `engine/quiesce.rs`).
+//!   (`engine/control.rs`), the ready-queue slots' `paused` and `running`
+//!   (`ready/slot.rs`, `ready/queues.rs`, `engine/quiesce.rs`).
 //! - **I4** host-lock liveness: follows from H1 and H2 ([`HostBridge`],
 //!   `host.rs`).
 //! - **I5** fork child, **I6** fork parent: [`ForkDomain`] (`domain.rs`),
@@ -38,7 +38,8 @@
 //!   (`engine/control.rs`).
 //! - **I8** shutdown: [`Engine::shutdown`] (`engine/shutdown.rs`), the
 //!   lifecycle table (`lifecycle.rs`, applied in `engine/control.rs`), the
-//!   lanes' `stopped` and `in_bridge` (`ready.rs`), the pool's stop.
+//!   lanes' and slots' `stopped` and the lanes' `in_bridge` (`ready/`),
+//!   the pool's stop.
 //! - **H1**, **H2**: `host.rs`; waits park with the host lock released
 //!   (`engine/mod.rs`, `Shared::park`).
 //! - **The bound rule** (a push from inside an op never waits for room):
@@ -52,7 +53,7 @@
 //! `lifecycle.rs`); the var's queue (`var.rs`, generic over the op record
 //! so it names no op); the op record (`op.rs`); what a caller names
 //! (`spec.rs`); the parts (`epoch.rs`, `gate.rs`, `live.rs`, `pool.rs`,
-//! `ready.rs`, `trace.rs`, `participant.rs`, `work_gate.rs`, `domain.rs`,
+//! `ready/`, `trace.rs`, `participant.rs`, `work_gate.rs`, `domain.rs`,
 //! `participation.rs`, `fork_local.rs`); the engine (`engine/`), whose
 //! files share its `Shared` state. The negative controls (`controls.rs`)
 //! are compiled for the models only and reach into the parts they break;
@@ -74,8 +75,9 @@
 //! | 2 | a live-index shard (`live.rs`), one at a time | a push's var locks |
 //! | 3 | the `wait_all` waiters | a live shard (completion) |
 //! | 4 | the control state (lifecycle, errors, push waiters) | a section |
-//! | 5 | a lane (ready queue, worker pool), one at a time | control (pause, resume) |
-//! | 6 | leaves: timed waiters, trace recorder, gate waiters | anything above |
+//! | 5 | a lane (worker pool, flags), one at a time | control (pause, resume) |
+//! | 6 | a ready-queue slot (`ready/slot.rs`), one at a time | a lane (pause, stop, fork child) |
+//! | 7 | leaves: timed waiters, trace recorder, gate waiters | anything above |
 //! | — | unranked: the domain registry, the test GIL | outside engine locks |
 //!
 //! Core never calls `fork()`: the engine crate's `pthread_atfork` handlers

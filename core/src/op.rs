@@ -14,8 +14,10 @@
 //!
 //! Every move is one read-modify-write, so exactly one thread ends an op;
 //! the thread that moved it out of `Queued` is the only one that takes its
-//! payload. The epoch bits change only on a fork child's only thread while
-//! it settles (I5), keeping the status.
+//! payload. The move to `Running` also records the ready queue (slot) the
+//! op was taken from, whose `running` count its completion lowers (I3).
+//! The epoch bits change only on a fork child's only thread while it
+//! settles (I5), keeping the status and the slot.
 
 use crate::error::{OpError, OpErrorKind};
 use crate::op_info::{Lane, OpInfo, Priority};
@@ -78,6 +80,12 @@ impl OpStatus {
 
 const STATUS_BITS: u32 = 2;
 const STATUS: u64 = (1 << STATUS_BITS) - 1;
+/// Bits of the slot index: a lane has at most 1024 slots (one per
+/// configured worker, `Config::validate`).
+const SLOT_BITS: u32 = 10;
+const SLOT: u64 = ((1 << SLOT_BITS) - 1) << STATUS_BITS;
+/// Where the epoch starts in the state word.
+const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS;
 
 /// The vars of an accepted op, reads first, in the order given, each with
 /// whether the op writes it: one var without an allocation, more in one
@@ -128,8 +136,9 @@ impl<P> VarList<P> {
 pub(crate) struct OpCell<P> {
     /// Push sequence number, unique per engine.
     pub(crate) id: u64,
-    /// The status (low [`STATUS_BITS`] bits) and, above it, the fork epoch
-    /// the op's token is valid in. One word, so the op record stays small;
+    /// The status (low [`STATUS_BITS`] bits), above it the slot the op was
+    /// taken from ([`SLOT_BITS`] bits), and above that the fork epoch the
+    /// op's token is valid in. One word, so the op record stays small;
     /// the epoch changes only while a fork child settles, on its only
     /// thread.
     state: AtomicU64,
@@ -162,7 +171,7 @@ impl<P> OpCell<P> {
     ) -> Self {
         OpCell {
             id,
-            state: AtomicU64::new(epoch << STATUS_BITS | OpStatus::Queued.bits()),
+            state: AtomicU64::new(epoch << EPOCH_SHIFT | OpStatus::Queued.bits()),
             missing: AtomicU32::new(missing),
             lane,
             priority,
@@ -179,17 +188,22 @@ impl<P> OpCell<P> {
         self.missing.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
-    /// Moves the status from `from` to `to` if it is `from`; the epoch bits
-    /// are kept (they change only on a fork child's only thread).
-    fn change_status(&self, from: OpStatus, to: OpStatus) -> bool {
+    /// Moves the status from `from` to `to` if it is `from`, setting the
+    /// slot bits to `slot` if given; the epoch bits are kept (they change
+    /// only on a fork child's only thread).
+    fn change_status(&self, from: OpStatus, to: OpStatus, slot: Option<usize>) -> bool {
         let mut now = self.state.load(Ordering::Acquire);
         loop {
             if OpStatus::from_bits(now) != from {
                 return false;
             }
+            let slot_bits = match slot {
+                Some(slot) => (slot as u64) << STATUS_BITS & SLOT,
+                None => now & SLOT,
+            };
             match self.state.compare_exchange(
                 now,
-                now & !STATUS | to.bits(),
+                now & !(STATUS | SLOT) | slot_bits | to.bits(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -199,8 +213,14 @@ impl<P> OpCell<P> {
         }
     }
 
-    pub(crate) fn try_start(&self) -> bool {
-        self.change_status(OpStatus::Queued, OpStatus::Running)
+    /// Marks a queued op running, taken from ready-queue slot `slot`.
+    pub(crate) fn try_start(&self, slot: usize) -> bool {
+        self.change_status(OpStatus::Queued, OpStatus::Running, Some(slot))
+    }
+
+    /// The slot the op was taken from (meaningful once it has started).
+    pub(crate) fn slot(&self) -> usize {
+        ((self.state.load(Ordering::Acquire) & SLOT) >> STATUS_BITS) as usize
     }
 
     /// Marks the op done; returns the status it had, or `None` if it was
@@ -213,7 +233,7 @@ impl<P> OpCell<P> {
 
     /// Marks a queued (not dispatched) op done, for cancellation.
     pub(crate) fn try_cancel(&self) -> bool {
-        self.change_status(OpStatus::Queued, OpStatus::Done)
+        self.change_status(OpStatus::Queued, OpStatus::Done, None)
     }
 
     /// The status now.
@@ -227,15 +247,15 @@ impl<P> OpCell<P> {
 
     /// The fork epoch the op's token is valid in.
     pub(crate) fn epoch(&self) -> u64 {
-        self.state.load(Ordering::Acquire) >> STATUS_BITS
+        self.state.load(Ordering::Acquire) >> EPOCH_SHIFT
     }
 
     /// Moves the op to fork epoch `epoch`, keeping its status; only on a
     /// fork child's only thread, while it settles.
     pub(crate) fn set_epoch(&self, epoch: u64) {
-        let status = self.state.load(Ordering::Acquire) & STATUS;
+        let kept = self.state.load(Ordering::Acquire) & (STATUS | SLOT);
         self.state
-            .store(epoch << STATUS_BITS | status, Ordering::Release);
+            .store(epoch << EPOCH_SHIFT | kept, Ordering::Release);
     }
 
     /// Every var the op names, with whether it writes it.
@@ -331,13 +351,30 @@ mod tests {
         assert_eq!(queued.epoch(), 4);
 
         let running = op(3);
-        assert!(running.try_start());
+        assert!(running.try_start(1023));
         running.set_epoch(4);
         assert!(running.is(OpStatus::Running));
         assert_eq!(running.epoch(), 4);
+        assert_eq!(running.slot(), 1023);
         assert_eq!(running.try_finish(), Some(OpStatus::Running));
         assert!(running.is(OpStatus::Done));
         assert_eq!(running.epoch(), 4);
         assert_eq!(running.try_finish(), None);
+        assert_eq!(running.slot(), 1023);
+    }
+
+    /// The slot a start records is the one its completion finds, and a
+    /// cancel leaves it alone (I3: the right slot's `running` falls).
+    #[test]
+    fn a_start_records_its_slot() {
+        let a = op(u64::MAX >> 12);
+        assert!(a.try_start(5));
+        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 12));
+        assert!(!a.try_start(6));
+        assert_eq!(a.slot(), 5);
+        let b = op(1);
+        assert!(b.try_cancel());
+        assert!(!b.try_start(2));
+        assert_eq!(b.slot(), 0);
     }
 }

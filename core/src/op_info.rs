@@ -22,7 +22,7 @@ impl Lane {
     }
 }
 
-/// Priority bands of the ready queue: FIFO within a band; see
+/// Priority bands of a ready queue (one per worker): FIFO within a band; see
 /// [`crate::ready::STARVATION_LIMIT`] for the bound on starving lower bands.
 /// Priority never reorders ops on one var (I1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]

@@ -44,9 +44,16 @@
 //!   every accepted op completes).
 //! - [`Pool::stop`] hands back every parked thread to wake: after shutdown
 //!   no worker is left parked for ever (I8).
+//! - Every move that changes the idle workers or whether the lane is short
+//!   republishes the *wanted* word (idle workers, plus one while short)
+//!   before the lane lock is released. A worker parks idle only after that
+//!   word says so and it has looked at every ready queue once more, and a
+//!   dispatch reads the word after it queued: so an op queued while every
+//!   worker sleeps always finds the word non-zero and wakes one (I2; the
+//!   protocol is in `ready/README.md`).
 
 use crate::op_info::Lane;
-use crate::sync::Thread;
+use crate::sync::{Arc, AtomicUsize, CachePadded, Ordering, Thread};
 
 /// Workers to bring to life once the section that decided it has ended:
 /// the lane, and a thread to start or a spare to recall.
@@ -76,6 +83,11 @@ pub(crate) struct Pool {
     blocked: usize,
     /// Idle workers by index, woken one per ready op.
     idle: Vec<(usize, Thread)>,
+    /// Idle workers, plus one while the lane is short of workers: what a
+    /// dispatch reads to decide whether it needs the lane lock
+    /// ([`crate::ready::ReadyQueues::wants_worker`]). Republished by every
+    /// method below that changes either, under the lane lock.
+    wanted: Arc<CachePadded<AtomicUsize>>,
     /// Spare workers by index: parked, not counted, reused before any new
     /// thread is started.
     spares: Vec<(usize, Thread)>,
@@ -91,7 +103,21 @@ impl Pool {
             blocked: 0,
             idle: Vec::new(),
             spares: Vec::new(),
+            wanted: Arc::new(CachePadded::new(AtomicUsize::new(usize::from(base > 0)))),
         }
+    }
+
+    /// The word this pool publishes what it wants in, for the lane's ready
+    /// queues to read.
+    pub(crate) fn wanted(&self) -> Arc<CachePadded<AtomicUsize>> {
+        self.wanted.clone()
+    }
+
+    /// Republishes the *wanted* word; after every change to `idle`,
+    /// `workers` or `blocked`.
+    fn publish(&self) {
+        let wanted = self.idle.len() + usize::from(self.is_short());
+        self.wanted.store(wanted, Ordering::Release);
     }
 
     /// The sizing rule: how many counted workers the lane may have.
@@ -135,6 +161,7 @@ impl Pool {
     /// thread to start.
     pub(crate) fn add_worker(&mut self) -> Start {
         self.workers += 1;
+        self.publish();
         match self.spares.pop() {
             Some((_, thread)) => Start::Recall(thread),
             None => {
@@ -147,16 +174,21 @@ impl Pool {
     /// A planned worker's thread could not be started.
     pub(crate) fn start_failed(&mut self) {
         self.workers -= 1;
+        self.publish();
     }
 
     /// Takes one idle worker to wake for a ready op.
     pub(crate) fn wake_idle(&mut self) -> Option<Thread> {
-        self.idle.pop().map(|(_, t)| t)
+        let woken = self.idle.pop().map(|(_, t)| t);
+        self.publish();
+        woken
     }
 
     /// Takes every idle worker to wake (a resume: they look again).
     pub(crate) fn wake_all_idle(&mut self) -> Vec<Thread> {
-        self.idle.drain(..).map(|(_, t)| t).collect()
+        let woken = self.idle.drain(..).map(|(_, t)| t).collect();
+        self.publish();
+        woken
     }
 
     /// Registers worker `index` as idle (once).
@@ -164,11 +196,13 @@ impl Pool {
         if !self.idle.iter().any(|(i, _)| *i == index) {
             self.idle.push((index, thread));
         }
+        self.publish();
     }
 
     /// Worker `index` is busy: it is no longer idle.
     pub(crate) fn busy(&mut self, index: usize) {
         self.idle.retain(|(i, _)| *i != index);
+        self.publish();
     }
 
     /// Surplus worker `index` parks as a spare: no longer counted.
@@ -176,6 +210,7 @@ impl Pool {
         self.busy(index);
         self.workers -= 1;
         self.spares.push((index, thread));
+        self.publish();
     }
 
     /// Whether worker `index` is still a spare (not recalled).
@@ -192,6 +227,7 @@ impl Pool {
             self.busy(index);
             self.workers -= 1;
         }
+        self.publish();
     }
 
     /// Marks one more worker blocked in a wait inside an op; refused at the
@@ -201,12 +237,14 @@ impl Pool {
             return Err(self.max_stand_ins);
         }
         self.blocked += 1;
+        self.publish();
         Ok(())
     }
 
     /// A wait inside an op ended.
     pub(crate) fn unblock(&mut self) {
         self.blocked = self.blocked.saturating_sub(1);
+        self.publish();
     }
 
     /// The lane stopped: every parked thread (idle and spare) to wake, so
@@ -224,12 +262,14 @@ impl Pool {
         self.spares.clear();
         self.workers = carried;
         self.blocked = 0;
+        self.publish();
     }
 
     /// Model builds: a rebuilt child's worker count.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn set_workers(&mut self, workers: usize) {
         self.workers = workers;
+        self.publish();
     }
 
     /// Unit tests: workers registered idle.

@@ -245,8 +245,8 @@ fn skipped_op_passes_nothing() {
 /// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
 /// under its lane's lock, and its push waits for its own thread. Threads:
 /// main + 1 compute.
-fn body_under_lane_lock() {
-    check("body_under_lane_lock", body_pushes_onto_its_lane);
+fn body_under_slot_lock() {
+    check("body_under_slot_lock", body_pushes_onto_its_lane);
 }
 
 /// (n) `common::data_access_follows_grants`: with the mutant op 4's write
@@ -270,8 +270,11 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::PauseBeforeStateCheck,
         Mutant::CompletionOutsideSection,
         Mutant::SkippedOpPassesNothing,
-        Mutant::BodyUnderLaneLock,
+        Mutant::BodyUnderSlotLock,
         Mutant::WriterJoinsReaders,
+        Mutant::IdleAfterLastLook,
+        Mutant::WantedReadBeforeQueue,
+        Mutant::PauseFirstSlotOnly,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -291,8 +294,12 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::PauseBeforeStateCheck => pause_before_state_check,
         Mutant::CompletionOutsideSection => completion_outside_section,
         Mutant::SkippedOpPassesNothing => skipped_op_passes_nothing,
-        Mutant::BodyUnderLaneLock => body_under_lane_lock,
+        Mutant::BodyUnderSlotLock => body_under_slot_lock,
         Mutant::WriterJoinsReaders => writer_joins_readers,
+        Mutant::IdleAfterLastLook | Mutant::WantedReadBeforeQueue => {
+            push_meets_a_parking_worker_one
+        }
+        Mutant::PauseFirstSlotOnly => pause_first_slot_only,
         // The fork participants' controls run from loom_participants.rs.
         Mutant::TrustLatePrepare
         | Mutant::SkipParticipantParent
@@ -301,6 +308,20 @@ fn scenario(m: Mutant) -> fn() {
             panic!("{m:?} is a control of loom_participants.rs")
         }
     }
+}
+
+/// (s), (t) The ready queues' empty -> non-empty edge, one worker.
+/// Threads: main + 1 compute.
+fn push_meets_a_parking_worker_one() {
+    check("push_meets_a_parking_worker_one", || {
+        common::push_meets_a_parking_worker(1)
+    });
+}
+
+/// (u) A quiesce holds while ops are queued on two slots. Threads: main +
+/// 2 compute.
+fn pause_first_slot_only() {
+    check("quiesce_holds_every_slot", common::quiesce_holds_every_slot);
 }
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
@@ -328,8 +349,11 @@ fn mutant_run() {
         "PauseBeforeStateCheck" => Mutant::PauseBeforeStateCheck,
         "CompletionOutsideSection" => Mutant::CompletionOutsideSection,
         "SkippedOpPassesNothing" => Mutant::SkippedOpPassesNothing,
-        "BodyUnderLaneLock" => Mutant::BodyUnderLaneLock,
+        "BodyUnderSlotLock" => Mutant::BodyUnderSlotLock,
         "WriterJoinsReaders" => Mutant::WriterJoinsReaders,
+        "IdleAfterLastLook" => Mutant::IdleAfterLastLook,
+        "WantedReadBeforeQueue" => Mutant::WantedReadBeforeQueue,
+        "PauseFirstSlotOnly" => Mutant::PauseFirstSlotOnly,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -517,14 +541,14 @@ fn sound_skipped_op_passes_nothing() {
 }
 
 #[test]
-fn caught_body_under_lane_lock() {
-    let msg = caught(Mutant::BodyUnderLaneLock);
+fn caught_body_under_slot_lock() {
+    let msg = caught(Mutant::BodyUnderSlotLock);
     assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
 }
 
 #[test]
-fn sound_body_under_lane_lock() {
-    body_under_lane_lock();
+fn sound_body_under_slot_lock() {
+    body_under_slot_lock();
 }
 
 #[test]
@@ -552,4 +576,44 @@ fn sound_fork_window_refuses_forker() {
         w.domain.parent();
         w.engine.shutdown(LONG).unwrap();
     });
+}
+
+#[test]
+fn caught_idle_after_last_look() {
+    let msg = caught(Mutant::IdleAfterLastLook);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn caught_wanted_read_before_queue() {
+    let msg = caught(Mutant::WantedReadBeforeQueue);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_push_meets_a_parking_worker() {
+    push_meets_a_parking_worker_one();
+}
+
+/// The same edge with two workers and two slots: a worker whose home slot
+/// is empty takes from the other's. Threads: main + 2 compute.
+#[test]
+fn sound_push_meets_parking_workers_on_two_slots() {
+    check("push_meets_parking_workers_on_two_slots", || {
+        common::push_meets_a_parking_worker(2)
+    });
+}
+
+#[test]
+fn caught_pause_first_slot_only() {
+    let msg = caught(Mutant::PauseFirstSlotOnly);
+    assert!(
+        msg.contains("an op ran while a quiesce held (I3)"),
+        "expected the I3 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_pause_first_slot_only() {
+    pause_first_slot_only();
 }

@@ -387,13 +387,13 @@ fn sound_skipped_op_passes_nothing() {
 /// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
 /// under its lane's lock, and its push waits for its own thread.
 #[test]
-fn caught_body_under_lane_lock() {
-    let msg = caught(Mutant::BodyUnderLaneLock, body_pushes_onto_its_lane);
+fn caught_body_under_slot_lock() {
+    let msg = caught(Mutant::BodyUnderSlotLock, body_pushes_onto_its_lane);
     assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
 }
 
 #[test]
-fn sound_body_under_lane_lock() {
+fn sound_body_under_slot_lock() {
     sound(body_pushes_onto_its_lane);
 }
 
@@ -411,4 +411,64 @@ fn caught_writer_joins_readers() {
 #[test]
 fn sound_writer_joins_readers() {
     sound(data_access_follows_grants);
+}
+
+/// (s), (t) The ready queues' empty -> non-empty edge: with either mutant
+/// the pushed op finds no worker awake and `wait_all` blocks for ever.
+fn push_meets_a_parking_worker_one() {
+    push_meets_a_parking_worker(1);
+}
+
+fn push_meets_parking_workers_on_two_slots() {
+    push_meets_a_parking_worker(2);
+}
+
+#[test]
+fn caught_idle_after_last_look() {
+    let msg = caught(Mutant::IdleAfterLastLook, push_meets_a_parking_worker_one);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn caught_idle_after_last_look_on_two_slots() {
+    let msg = caught(
+        Mutant::IdleAfterLastLook,
+        push_meets_parking_workers_on_two_slots,
+    );
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn caught_wanted_read_before_queue() {
+    let msg = caught(
+        Mutant::WantedReadBeforeQueue,
+        push_meets_a_parking_worker_one,
+    );
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_push_meets_a_parking_worker() {
+    sound(push_meets_a_parking_worker_one);
+}
+
+#[test]
+fn sound_push_meets_parking_workers_on_two_slots() {
+    sound(push_meets_parking_workers_on_two_slots);
+}
+
+/// (u) I3 across slots: with the mutant a worker starts an op on the slot
+/// the quiesce did not pause.
+#[test]
+fn caught_pause_first_slot_only() {
+    let msg = caught(Mutant::PauseFirstSlotOnly, quiesce_holds_every_slot);
+    assert!(
+        msg.contains("an op ran while a quiesce held (I3)"),
+        "expected the I3 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_pause_first_slot_only() {
+    sound(quiesce_holds_every_slot);
 }

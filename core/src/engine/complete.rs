@@ -7,8 +7,8 @@ use super::Payload;
 use super::Shared;
 use crate::error::{Error, OpError, Result};
 use crate::op::{Action, OpCell, OpStatus};
-use crate::op_info::Lane;
 use crate::pool::Spawns;
+use crate::ready::Home;
 use crate::sync::{Arc, Thread};
 use crate::var::ReadyOps;
 
@@ -64,13 +64,14 @@ impl<P: Payload> Shared<P> {
         Shared::finish(this, op, outcome, None).map(|_| ())
     }
 
-    /// Completes `op` with `outcome`. `worker` is the lane of the calling
-    /// worker, which may take one newly ready op to run inline (returned).
+    /// Completes `op` with `outcome`. `worker` is the lane and home slot of
+    /// the calling worker, which may take one newly ready op to run inline
+    /// (returned).
     pub(crate) fn finish(
         this: &Arc<Self>,
         op: &Arc<OpCell<P>>,
         outcome: Outcome,
-        worker: Option<Lane>,
+        worker: Option<Home>,
     ) -> Result<Option<Arc<OpCell<P>>>> {
         Shared::finish_as(this, op, outcome, worker, Finish::Any).map(|(inline, _)| inline)
     }
@@ -81,7 +82,7 @@ impl<P: Payload> Shared<P> {
         this: &Arc<Self>,
         op: &Arc<OpCell<P>>,
         outcome: Outcome,
-        worker: Option<Lane>,
+        worker: Option<Home>,
         which: Finish,
     ) -> Result<(Option<Arc<OpCell<P>>>, bool)> {
         let f = Shared::finish_planned(this, op, outcome, worker, which)?;
@@ -97,7 +98,7 @@ impl<P: Payload> Shared<P> {
         this: &Arc<Self>,
         op: &Arc<OpCell<P>>,
         outcome: Outcome,
-        worker: Option<Lane>,
+        worker: Option<Home>,
         which: Finish,
     ) -> Result<Finished<P>> {
         let mut spawns = Spawns::new();
@@ -147,9 +148,8 @@ impl<P: Payload> Shared<P> {
                 this.control.lock().errors.push(e.clone());
             }
             if before == OpStatus::Running {
-                let mut ls = this.lane(op.lane).lock();
-                ls.running -= 1;
-                wake.append(&mut ls.drain_waiters);
+                let ready = this.ready(op.lane);
+                ready.slot(op.slot()).lock().finished(&mut wake);
             }
             this.forget_live(op.id, &mut wake);
             this.release_reservation();

@@ -75,11 +75,11 @@ impl<P: Payload> Shared<P> {
             carried: None,
         };
         let mut errors = Vec::new();
-        let mut carried_lane = None;
+        let mut carried = None;
         for op in self.live.all() {
             if Some(op.id) == carried_id {
                 op.set_epoch(epoch);
-                carried_lane = Some(op.lane);
+                carried = Some((op.lane, op.slot()));
                 report.carried = Some(op.info());
                 continue;
             }
@@ -108,12 +108,12 @@ impl<P: Payload> Shared<P> {
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
             // Ready ops were all in the live index and are done by now.
-            drop(ls.drain());
-            let carried_here = usize::from(carried_lane == Some(lane));
+            let carried_slot = carried.filter(|c| c.0 == lane).map(|c| c.1);
+            let carried_here = usize::from(carried_slot.is_some());
+            self.ready(lane)
+                .reset_in_child(carried_slot, state == State::Stopped);
             ls.pool.reset_in_child(carried_here);
-            ls.running = carried_here;
             ls.in_bridge = if lane == Lane::Host { carried_here } else { 0 };
-            ls.paused = false;
             ls.stopped = state == State::Stopped;
             ls.drain_waiters.clear();
         }

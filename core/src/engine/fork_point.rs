@@ -26,6 +26,8 @@ pub enum EngineLock {
     Control,
     /// A lane's lock.
     Lane(Lane),
+    /// The lock of a lane's ready-queue slot.
+    Slot(Lane, usize),
     /// Shard `n` of the live index.
     LiveShard(usize),
     /// The `wait_all` waiters' lock.
@@ -73,6 +75,9 @@ impl<P: Payload> Shared<P> {
         f(EngineLock::Control, self.control.watched());
         for lane in Lane::ALL {
             f(EngineLock::Lane(lane), self.lane(lane));
+            for (n, slot) in self.ready(lane).watched().enumerate() {
+                f(EngineLock::Slot(lane, n), slot);
+            }
         }
         for (n, shard) in self.live.watched().enumerate() {
             f(EngineLock::LiveShard(n), shard);

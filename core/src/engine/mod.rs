@@ -37,7 +37,7 @@ use crate::host::{HostBridge, NoHost};
 use crate::lifecycle::State;
 use crate::live::LiveIndex;
 use crate::op_info::Lane;
-use crate::ready::LaneState;
+use crate::ready::{LaneState, ReadyQueues};
 use crate::spec::Var;
 use crate::sync::{
     Arc, AtomicU64, AtomicUsize, CachePadded, Clock, Exits, LockRank, Mutex, Ordering, Tally,
@@ -137,7 +137,7 @@ impl Config {
 /// What workers, tokens and the domain share: the engine's parts, each
 /// owning its state (its module's `# State` says who moves it and why):
 /// the fork gate (`gate.rs`), the epoch cell (`epoch.rs`), the control
-/// state (`control.rs`), the lanes' ready queues and pools (`ready.rs`,
+/// state (`control.rs`), the lanes' ready queues and pools (`ready/`,
 /// `pool.rs`), the live index (`live.rs`), the engine-wide waiters
 /// (`waiters.rs`) and the workers' exits (`sync/exits.rs`). The counters
 /// beside them are plain sequence numbers and the pending bound's count.
@@ -148,12 +148,15 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) clock: Clock,
     pub(crate) bridge: Box<dyn HostBridge>,
     pub(crate) config: Config,
-    /// Each lane's lock on its own cache line: the compute lane's is taken
-    /// by every dispatch and every worker, the host lane's by others.
-    pub(crate) lanes: [CachePadded<Mutex<LaneState<P>>>; 2],
+    /// Each lane's workers and flags, its lock on its own cache line: taken
+    /// when a worker parks, wakes or starts, not per op.
+    pub(crate) lanes: [CachePadded<Mutex<LaneState>>; 2],
+    /// Each lane's ready queues, one per configured worker, each with its
+    /// own lock: a push and a completion touch one of them.
+    pub(crate) ready: [ReadyQueues<P>; 2],
     /// Production builds: bumped each time an op is queued on a lane, so a
     /// worker about to park can spin on it for a moment first (a hint only;
-    /// every decision is taken again under the lane lock).
+    /// every decision is taken again under the slots' locks).
     /// Padded: written by every dispatch, spun on by idle workers.
     pub(crate) queued_gen: [CachePadded<AtomicUsize>; 2],
     /// Lifecycle state, quiesce holds, errors, push waiters.
@@ -279,6 +282,10 @@ impl<P: Payload> Engine<P> {
                 LockRank::Lane,
             ))
         });
+        let ready = Lane::ALL.map(|lane| {
+            let wanted = lanes[lane.index()].lock().pool.wanted();
+            ReadyQueues::new(config.workers(lane), wanted)
+        });
         let shared = Arc::new(Shared {
             id: domain.next_engine_id(),
             domain,
@@ -287,6 +294,7 @@ impl<P: Payload> Engine<P> {
             bridge,
             config,
             lanes,
+            ready,
             queued_gen: [
                 CachePadded::new(AtomicUsize::new(0)),
                 CachePadded::new(AtomicUsize::new(0)),
@@ -457,8 +465,12 @@ impl<P: Payload> Shared<P> {
             .map(|r| r.op)
     }
 
-    pub(crate) fn lane(&self, lane: Lane) -> &Mutex<LaneState<P>> {
+    pub(crate) fn lane(&self, lane: Lane) -> &Mutex<LaneState> {
         &self.lanes[lane.index()]
+    }
+
+    pub(crate) fn ready(&self, lane: Lane) -> &ReadyQueues<P> {
+        &self.ready[lane.index()]
     }
 
     /// Blocks the calling thread, with the host lock released (H2), until

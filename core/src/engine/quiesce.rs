@@ -59,7 +59,8 @@ impl<P: Payload> Shared<P> {
             // before this pause and leave the lanes paused for ever (found
             // by the shuttle model drain_races_shutdown).
             for lane in Lane::ALL {
-                this.lane(lane).lock().paused = true;
+                let _ls = this.lane(lane).lock();
+                this.ready(lane).set_paused(true);
             }
             drop(ctl);
             (this.epoch.get(), caller_lane)
@@ -69,18 +70,17 @@ impl<P: Payload> Shared<P> {
                 Shared::release_quiesce(this, epoch, true);
                 return Err(Error::ForkInProgress);
             };
-            // Register as a drain waiter under the same lock hold that reads
-            // `running`: a completion between the check and a later
-            // registration would find no waiter and the wake-up would be
-            // lost (found by the shuttle model i3_quiesce_pct). A stale entry
-            // only costs a spurious wake-up.
+            // Register as a drain waiter under the same slot lock hold that
+            // reads its `running`: a completion between the check and a
+            // later registration would find no waiter and the wake-up would
+            // be lost (found by the shuttle model i3_quiesce_pct). A stale
+            // entry only costs a spurious wake-up.
             let mut busy = false;
             let me = current_thread();
             for lane in Lane::ALL {
-                let mut ls = this.lane(lane).lock();
-                if ls.running > usize::from(caller_lane == Some(lane)) {
+                let running = this.ready(lane).running_or_register(&me);
+                if running > usize::from(caller_lane == Some(lane)) {
                     busy = true;
-                    ls.drain_waiters.push(me.clone());
                 }
             }
             if !busy {
@@ -108,7 +108,7 @@ impl<P: Payload> Shared<P> {
         let mut wake = Vec::new();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
-            ls.paused = paused;
+            self.ready(lane).set_paused(paused);
             if !paused {
                 wake.extend(ls.pool.wake_all_idle());
             }
@@ -170,7 +170,8 @@ impl<P: Payload> Shared<P> {
         let mut spawns = Vec::new();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
-            let want = (ls.running + ls.len()).min(ls.pool.limit());
+            let ready = self.ready(lane);
+            let want = (ready.running() + ready.len()).min(ls.pool.limit());
             while ls.pool.workers() < want {
                 spawns.push((lane, ls.pool.add_worker()));
             }

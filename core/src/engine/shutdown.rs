@@ -100,6 +100,7 @@ impl<P: Payload> Shared<P> {
             for lane in Lane::ALL {
                 let mut ls = this.lane(lane).lock();
                 ls.stopped = true;
+                this.ready(lane).stop();
                 wake.extend(ls.pool.stop());
             }
             for t in wake {
@@ -178,7 +179,7 @@ impl<P: Payload> Shared<P> {
             let running = match this.enter() {
                 Ok(_section) => Lane::ALL
                     .iter()
-                    .map(|l| this.lane(*l).lock().running)
+                    .map(|l| this.ready(*l).running())
                     .sum::<usize>()
                     .saturating_sub(usize::from(from_an_op)),
                 Err(_) => break,

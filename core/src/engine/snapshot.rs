@@ -53,6 +53,8 @@ struct OpCopy<P> {
     action: Action,
     missing: u32,
     status: OpStatus,
+    /// The ready-queue slot a running op was taken from.
+    slot: usize,
     payload: Option<P>,
 }
 
@@ -69,12 +71,18 @@ struct VarCopy {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct LaneCopy {
-    ready: Vec<u64>,
+    slots: Vec<SlotCopy>,
     workers: usize,
+    stopped: bool,
+    in_bridge: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SlotCopy {
+    ready: Vec<u64>,
     running: usize,
     paused: bool,
     stopped: bool,
-    in_bridge: usize,
 }
 
 impl<P: Payload + Clone> Engine<P> {
@@ -125,6 +133,7 @@ impl<P: Payload + Clone> Engine<P> {
                 action: op.action,
                 missing: op.missing.load(Ordering::Acquire),
                 status: op.status(),
+                slot: op.slot(),
                 // SAFETY: the fork gate is closed (checked above), so no
                 // thread takes a payload meanwhile.
                 payload: unsafe { op.cloned_payload() },
@@ -151,11 +160,22 @@ impl<P: Payload + Clone> Engine<P> {
             .iter()
             .map(|&lane| {
                 let ls = s.lane(lane).lock();
+                let slots = s
+                    .ready(lane)
+                    .iter()
+                    .map(|slot| {
+                        let slot = slot.lock();
+                        SlotCopy {
+                            ready: slot.ids(),
+                            running: slot.running,
+                            paused: slot.paused,
+                            stopped: slot.stopped,
+                        }
+                    })
+                    .collect();
                 LaneCopy {
-                    ready: ls.ids(),
+                    slots,
                     workers: ls.pool.workers(),
-                    running: ls.running,
-                    paused: ls.paused,
                     stopped: ls.stopped,
                     in_bridge: ls.in_bridge,
                 }
@@ -228,7 +248,7 @@ impl<P: Payload + Clone> Engine<P> {
             match o.status {
                 OpStatus::Queued => {}
                 OpStatus::Running => {
-                    op.try_start();
+                    op.try_start(o.slot);
                 }
                 OpStatus::Done => {
                     op.try_finish();
@@ -256,12 +276,18 @@ impl<P: Payload + Clone> Engine<P> {
         }
         for (lane, c) in Lane::ALL.iter().zip(&snap.lanes) {
             let mut ls = s.lane(*lane).lock();
-            for id in &c.ready {
-                ls.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
+            // The child's engine has the parent's configuration, so the
+            // same number of slots.
+            for (slot, sc) in s.ready(*lane).iter().zip(&c.slots) {
+                let mut slot = slot.lock();
+                for id in &sc.ready {
+                    slot.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
+                }
+                slot.running = sc.running;
+                slot.paused = sc.paused;
+                slot.stopped = sc.stopped;
             }
             ls.pool.set_workers(c.workers);
-            ls.running = c.running;
-            ls.paused = c.paused;
             ls.stopped = c.stopped;
             ls.in_bridge = c.in_bridge;
         }

@@ -188,7 +188,7 @@ impl<P: Payload> Shared<P> {
             .block()
             .map_err(|limit| Error::StandInLimit { limit })?;
         *blocked = Some(lane);
-        if !ls.is_empty() && !ls.pool.has_idle() && ls.pool.is_short() {
+        if !ls.pool.has_idle() && ls.pool.is_short() && !self.ready(lane).is_empty() {
             spawns.push((lane, ls.pool.add_worker()));
         }
         Ok(spawns)

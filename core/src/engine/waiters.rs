@@ -2,7 +2,8 @@
 //! drain (woken when the live index empties below their limit), and, in
 //! model builds, threads in a timed wait (woken when the model fires a
 //! deadline). Waiters of one var live in that var's state (`var.rs`);
-//! waiters of a lane (quiesce drains) in the lane (`ready.rs`).
+//! waiters of a lane's running ops (quiesce drains) in its ready-queue
+//! slots (`ready/slot.rs`).
 //!
 //! # State
 //!

@@ -14,6 +14,7 @@ use crate::error::{Error, OpError, OpErrorKind, Result};
 use crate::op::{Action, OpCell};
 use crate::op_info::Lane;
 use crate::pool::{Spawns, Start};
+use crate::ready::{Home, Take};
 use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -27,39 +28,59 @@ const SPIN_BEFORE_PARK: u32 = if MODEL_BUILD { 0 } else { 200 };
 
 impl<P: Payload> Shared<P> {
     /// Queues ready ops and wakes or plans workers; inside a section. A
-    /// worker of `inline` calls this after completing an op and takes one
-    /// ready op of its own lane itself when nothing else waits in that lane
-    /// (saves a queue round trip; never overtakes a queued op).
+    /// pushed op goes to the slot its id picks; an op made ready by a
+    /// worker's completion (`home`) goes to that worker's home slot, and
+    /// the worker takes one such op itself when nothing waits in its home
+    /// slot (saves a queue round trip; never overtakes a queued op there).
+    /// The lane lock is taken only when the pool wants it: an idle worker
+    /// to wake or a worker to start (`ready/README.md`).
     pub(crate) fn dispatch(
         &self,
         ops: impl IntoIterator<Item = Arc<OpCell<P>>>,
-        inline: Option<Lane>,
+        home: Option<Home>,
         spawns: &mut Spawns,
     ) -> Option<Arc<OpCell<P>>> {
         let mut taken = None;
         for op in ops {
             let lane = op.lane;
-            let mut ls = self.lane(lane).lock();
-            if ls.paused || ls.stopped {
-                ls.push(op);
-                continue;
-            }
-            if taken.is_none() && inline == Some(lane) && ls.is_empty() {
-                // Marked running under the lane lock, as a pop does (I3).
-                if op.try_start() {
-                    ls.running += 1;
-                    taken = Some(op);
+            let ready = self.ready(lane);
+            let own = home.filter(|h| h.lane == lane);
+            let index = own.map_or_else(|| ready.slot_for(op.id), |h| h.slot);
+            let early = control!(WantedReadBeforeQueue) && ready.wants_worker();
+            {
+                let mut slot = ready.slot(index).lock();
+                if slot.held() {
+                    slot.push(op);
+                    continue;
                 }
-                continue;
+                if taken.is_none() && own.is_some() && slot.is_empty() {
+                    // Counted under the slot lock, as a take is (I3).
+                    if slot.start(&op, index) {
+                        taken = Some(op);
+                    }
+                    continue;
+                }
+                slot.push(op);
             }
-            ls.push(op);
             if !MODEL_BUILD {
                 self.queued_gen[lane.index()].fetch_add(1, Ordering::Relaxed);
             }
+            // After the slot's lock is released: a worker that registered
+            // as idle before this push published it before it looked at
+            // this slot (no lost wake-up, `ready/README.md`).
+            let wants = if control!(WantedReadBeforeQueue) {
+                early
+            } else {
+                ready.wants_worker()
+            };
+            if !wants {
+                continue;
+            }
+            let mut ls = self.lane(lane).lock();
             if let Some(t) = ls.pool.wake_idle() {
                 drop(ls);
                 t.unpark();
-            } else if ls.pool.is_short() {
+            } else if ls.pool.is_short() && !ls.stopped {
                 spawns.push((lane, ls.pool.add_worker()));
             }
         }
@@ -174,11 +195,12 @@ impl<P: Payload> Shared<P> {
     pub(super) fn fail_unrunnable(this: &Arc<Self>, lane: Lane, why: &str) -> Spawns {
         let ops = match this.enter() {
             Ok(_section) => {
-                let mut ls = this.lane(lane).lock();
-                if ls.pool.workers() > ls.pool.blocked() || ls.paused || ls.stopped {
+                let ls = this.lane(lane).lock();
+                let ready = this.ready(lane);
+                if ls.pool.workers() > ls.pool.blocked() || ls.stopped || ready.held() {
                     return Spawns::new();
                 }
-                ls.drain()
+                ready.drain()
             }
             Err(_) => return Spawns::new(),
         };
@@ -258,6 +280,8 @@ impl<P: Payload> Shared<P> {
     /// (idle, or as a spare while the lane has a worker too many); `None`
     /// when the lane has stopped and the worker should exit.
     fn next_ready(&self, lane: Lane, index: usize) -> Option<Arc<OpCell<P>>> {
+        let ready = self.ready(lane);
+        let home = ready.home(index);
         let mut spin = SPIN_BEFORE_PARK;
         loop {
             let Ok(section) = self.enter() else {
@@ -266,38 +290,43 @@ impl<P: Payload> Shared<P> {
                 crate::sync::spin_step(0);
                 continue;
             };
-            let mut ls = self.lane(lane).lock();
-            if ls.stopped {
-                ls.pool.leave(index);
-                return None;
-            }
-            if ls.pool.is_surplus() && ls.is_empty() {
-                ls.pool.retire(index, current_thread());
-                drop(ls);
-                drop(section);
-                if !self.wait_as_spare(lane, index) {
+            // Status and `running` change together under a slot lock, so
+            // a quiesce that counts an op as running can list it (I3). An
+            // op cancelled by shutdown while queued is skipped.
+            let held = match ready.take(home) {
+                Take::Op(op) => return Some(op),
+                Take::Empty => false,
+                Take::Held => true,
+            };
+            {
+                let mut ls = self.lane(lane).lock();
+                if ls.stopped {
+                    ls.pool.leave(index);
                     return None;
                 }
-                continue;
-            }
-            if !ls.paused {
-                // Status and `running` change together under the lane lock,
-                // so a quiesce that counts an op as running can list it (I3).
-                // An op cancelled by shutdown while queued is skipped.
-                while let Some(op) = ls.pop() {
-                    if op.try_start() {
-                        ls.running += 1;
-                        ls.pool.busy(index);
-                        return Some(op);
+                if ls.pool.is_surplus() {
+                    ls.pool.retire(index, current_thread());
+                    drop(ls);
+                    drop(section);
+                    if !self.wait_as_spare(lane, index) {
+                        return None;
+                    }
+                    continue;
+                }
+                if spin == 0 || held {
+                    // Idle before the last look: a dispatch that queues
+                    // after that look reads this in `wanted` and wakes
+                    // this worker (`ready/README.md`).
+                    if !control!(IdleAfterLastLook) {
+                        ls.pool.park_idle(index, current_thread());
                     }
                 }
             }
-            if spin > 0 && !ls.paused {
+            if spin > 0 && !held {
                 // Not registered as idle while spinning: dispatch queues
-                // without waking anyone, and this loop looks again under
-                // the lock before it parks.
+                // without waking anyone, and this loop looks again before
+                // it parks.
                 let seen = self.queued_gen[lane.index()].load(Ordering::Relaxed);
-                drop(ls);
                 drop(section);
                 let mut round = 0;
                 while round < spin && self.queued_gen[lane.index()].load(Ordering::Relaxed) == seen
@@ -308,8 +337,12 @@ impl<P: Payload> Shared<P> {
                 spin = 0;
                 continue;
             }
-            ls.pool.park_idle(index, current_thread());
-            drop(ls);
+            // The last look, now that this worker is registered as idle.
+            if let Take::Op(op) = ready.take(home) {
+                self.lane(lane).lock().pool.busy(index);
+                return Some(op);
+            }
+            control!(IdleAfterLastLook => self.lane(lane).lock().pool.park_idle(index, current_thread()));
             drop(section);
             crate::sync::park_until(&self.clock, None);
         }
@@ -346,9 +379,13 @@ impl<P: Payload> Shared<P> {
             Action::ClearPoison | Action::Delete => Outcome::Ok,
             Action::Sync | Action::Async => Shared::run_body(this, &op, lane, worker),
         };
+        let home = Home {
+            lane,
+            slot: this.ready(lane).home(worker),
+        };
         match outcome {
             Outcome::Pending => None,
-            outcome => Shared::finish(this, &op, outcome, Some(lane)).unwrap_or(None),
+            outcome => Shared::finish(this, &op, outcome, Some(home)).unwrap_or(None),
         }
     }
 
@@ -390,7 +427,7 @@ impl<P: Payload> Shared<P> {
             op: op.id,
         });
         let traced = this.tracer.start();
-        control!(BodyUnderLaneLock => let held_lane = this.lane(lane).lock());
+        control!(BodyUnderSlotLock => let held_slot = this.ready(lane).slot(this.ready(lane).home(worker)).lock());
         let result = match lane {
             Lane::Compute => catch_unwind(AssertUnwindSafe(|| payload.run(token))),
             Lane::Host => crate::host::with_host(&*this.bridge, || {
@@ -398,7 +435,7 @@ impl<P: Payload> Shared<P> {
             }),
         };
         drop(running);
-        control!(BodyUnderLaneLock => drop(held_lane));
+        control!(BodyUnderSlotLock => drop(held_slot));
         if let Some(start) = traced {
             // In a section, so no thread holds the recorder's lock at a fork.
             if let Ok(_section) = this.enter() {

@@ -70,7 +70,10 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
             pushed,
             "start attempts after push {pushed}"
         );
-        assert!(lane.is_empty(), "an op stayed queued with no worker");
+        assert!(
+            e.shared.ready(Lane::Compute).is_empty(),
+            "an op stayed queued with no worker"
+        );
     }
     match e.wait_all_timeout(Duration::from_secs(5)) {
         Err(Error::OpsFailed(errs)) => {
@@ -250,14 +253,14 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     let q = e.quiesce(BOUND).unwrap();
     e.push(OpSpec::new(Job::new(|_| Ok(())))).unwrap();
     // Unpaused by hand, so only the free worker keeps the op queued.
-    e.shared.lane(Lane::Compute).lock().paused = false;
+    e.shared.ready(Lane::Compute).set_paused(false);
     assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
-        e.shared.lane(Lane::Compute).lock().len(),
+        e.shared.ready(Lane::Compute).len(),
         1,
         "failed with a free worker"
     );
-    e.shared.lane(Lane::Compute).lock().paused = true;
+    e.shared.ready(Lane::Compute).set_paused(true);
     drop(q);
     e.wait_all_timeout(BOUND).unwrap();
 
@@ -270,14 +273,14 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     e.push(OpSpec::new(job)).unwrap();
     assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
-        e.shared.lane(Lane::Compute).lock().len(),
+        e.shared.ready(Lane::Compute).len(),
         1,
         "failed while paused"
     );
     // Not paused: it fails, and its payload is dropped.
-    e.shared.lane(Lane::Compute).lock().paused = false;
+    e.shared.ready(Lane::Compute).set_paused(false);
     let _ = Shared::fail_unrunnable(&e.shared, Lane::Compute, "test");
-    assert_eq!(e.shared.lane(Lane::Compute).lock().len(), 0);
+    assert_eq!(e.shared.ready(Lane::Compute).len(), 0);
     assert!(
         dropped.load(Ordering::SeqCst),
         "the failed op's payload leaked"

@@ -27,13 +27,17 @@ pub enum LockRank {
     /// A lane: its ready queue and worker pool (taken inside `Control` when
     /// a quiesce or shutdown pauses or resumes dispatch).
     Lane = 5,
+    /// One ready queue of a lane (taken alone per op by dispatch, workers
+    /// and completions; inside `Lane` when a quiesce, shutdown or fork
+    /// child moves every slot).
+    Slot = 6,
     /// A lock under which no other lock is taken (timed waiters, the trace
     /// recorder, the worker-handle set, the gate's waiters).
-    Leaf = 6,
+    Leaf = 7,
     /// Not in the order: the fork domain's registry and the test GIL, which
     /// are taken around engine calls, never inside an engine lock.
     #[default]
-    Unranked = 7,
+    Unranked = 8,
 }
 
 #[cfg(all(debug_assertions, not(any(loom, shuttle))))]

@@ -31,7 +31,7 @@ pub use with_shuttle::*;
 use forksafe_core::sync::Arc as FArc;
 use forksafe_core::{
     BodyError, CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec,
-    Payload, Var,
+    Payload, State, Var,
 };
 pub use forksafe_models::{Effect, Oracle, Probe, Step};
 pub use forksafe_testkit::{GilBridge, HostLock};
@@ -684,5 +684,60 @@ pub fn data_access_follows_grants() {
     );
     // SAFETY: every op on var 0 has completed, and no other is pushed.
     assert_eq!(*unsafe { cell.read() }, 10);
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Controls (s) and (t), the hand-off's empty -> non-empty edge
+/// (`core/src/ready/README.md`, "No lost wake-up"): op 1 starts the compute
+/// workers, and op 2 is pushed while they finish op 1 and go idle. A push
+/// that queues after a worker's last look at the ready queues must read
+/// that worker's idle registration and wake it. With two workers the two
+/// ops land on different slots (by id), so a worker may have to take from
+/// the other's slot. Threads: main + `compute` compute workers.
+pub fn push_meets_a_parking_worker(compute: usize) {
+    let w = World::new(config(compute, 1, None), 2);
+    w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+    w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
+    w.engine.wait_all().unwrap();
+    let mut ran = w.ran();
+    ran.sort_unstable();
+    assert_eq!(ran, vec![1, 2], "an op was lost or ran twice");
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (u), I3 across slots: ops 1 and 2 start both compute workers
+/// (one per slot: ids spread ops over slots), then a quiesce holds while
+/// ops 3 and 4 are pushed onto the two slots. Each body checks that no
+/// quiesce holds while it runs; ops 3 and 4 run once the guard drops. A
+/// quiesce must pause every slot: the worker whose home is the slot left
+/// unpaused would start an op there. Threads: main + 2 compute.
+pub fn quiesce_holds_every_slot() {
+    let w = Arc::new(World::new(config(2, 1, None), 2));
+    let weak = Arc::downgrade(&w);
+    let check_running: Callback = Arc::new(move || {
+        let w = weak.upgrade().expect("world alive while its ops run");
+        assert!(
+            !matches!(w.engine.state(), State::Quiescing | State::Quiesced),
+            "an op ran while a quiesce held (I3)"
+        );
+    });
+    let push = |label: u32, var: usize| {
+        let op = Op {
+            call: Some(check_running.clone()),
+            ..sync(step(label, &[], &[var]), Lane::Compute)
+        };
+        w.push(&op).unwrap();
+    };
+    push(1, 0);
+    push(2, 1);
+    w.engine.wait_all().unwrap();
+    let guard = w.engine.quiesce(LONG).unwrap();
+    push(3, 0);
+    push(4, 1);
+    drop(guard);
+    w.engine.wait_all().unwrap();
+    let mut ran = w.ran();
+    ran.sort_unstable();
+    assert_eq!(ran, vec![1, 2, 3, 4]);
     w.engine.shutdown(LONG).unwrap();
 }

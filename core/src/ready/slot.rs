@@ -1,0 +1,98 @@
+//! One worker's ready queue: the ops queued on it, how many of them are
+//! running, and whether it may hand ops out. Lives under its own lock
+//! ([`crate::sync::LockRank::Slot`]); see the lane module's `# State` and
+//! `README.md` for who moves what.
+
+use super::bands::Bands;
+use crate::op::OpCell;
+use crate::sync::{Arc, Thread};
+
+/// A ready queue of a lane, home to one of its workers (any worker may take
+/// from it). Guards I3: an op leaves it for `running` only under its lock
+/// and only while neither `paused` nor `stopped`, and `running` falls only
+/// under the same lock, so a quiesce that reads every slot's `running`
+/// after pausing every slot sees each op that can still run.
+pub(crate) struct Slot<P> {
+    ready: Bands<P>,
+    /// Ops taken from this slot and not complete (async ops until their
+    /// token). Counted here, not where they run: the op keeps the slot's
+    /// index in its state word ([`OpCell::slot`]).
+    pub(crate) running: usize,
+    /// A quiesce holds: nothing is taken.
+    pub(crate) paused: bool,
+    /// The lane has stopped: nothing is taken any more.
+    pub(crate) stopped: bool,
+    /// Threads waiting for `running` to fall (quiesce).
+    pub(crate) drain_waiters: Vec<Thread>,
+}
+
+impl<P> Slot<P> {
+    pub(crate) fn new() -> Self {
+        Slot {
+            ready: Bands::new(),
+            running: 0,
+            paused: false,
+            stopped: false,
+            drain_waiters: Vec::new(),
+        }
+    }
+
+    /// Nothing may be taken: a quiesce holds or the lane has stopped.
+    pub(crate) fn held(&self) -> bool {
+        self.paused || self.stopped
+    }
+
+    pub(crate) fn push(&mut self, op: Arc<OpCell<P>>) {
+        self.ready.push(op);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Starts `op` as taken from slot `index`, unless it was cancelled
+    /// while queued: marked running and counted under this slot's lock
+    /// (I3).
+    pub(crate) fn start(&mut self, op: &OpCell<P>, index: usize) -> bool {
+        if op.try_start(index) {
+            self.running += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next op to run, if the slot is not held; ops cancelled while
+    /// queued are dropped on the way.
+    pub(crate) fn take(&mut self, index: usize) -> Option<Arc<OpCell<P>>> {
+        if self.held() {
+            return None;
+        }
+        while let Some(op) = self.ready.pop() {
+            if self.start(&op, index) {
+                return Some(op);
+            }
+        }
+        None
+    }
+
+    /// One op of the slot completed: wakes the quiesces waiting for it.
+    pub(crate) fn finished(&mut self, wake: &mut Vec<Thread>) {
+        self.running -= 1;
+        wake.append(&mut self.drain_waiters);
+    }
+
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.ready.ids()
+    }
+
+    /// Removes and returns every queued op (shutdown, fork child).
+    pub(crate) fn drain(&mut self) -> Vec<Arc<OpCell<P>>> {
+        self.ready.drain()
+    }
+}
