@@ -22,9 +22,13 @@ impl Lane {
     }
 }
 
-/// Priority bands of a ready queue (one per worker): FIFO within a band; see
+/// Priority bands of a ready queue: FIFO within a band; see
 /// [`crate::ready::STARVATION_LIMIT`] for the bound on starving lower bands.
-/// Priority never reorders ops on one var (I1).
+/// Each worker has its own ready queue (a pushed op goes to one by its id),
+/// so priority orders the ready ops of one queue: a high op on one worker's
+/// queue may wait behind a low op running on another. With one worker per
+/// lane the order is the lane's. Priority never reorders ops on one var
+/// (I1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub enum Priority {
     /// Dispatched first.

@@ -71,8 +71,9 @@ impl<'e> OpBuilder<'e> {
         self
     }
 
-    /// The priority band (default [`Priority::Normal`]); never reorders ops
-    /// on one var.
+    /// The priority band (default [`Priority::Normal`]): orders the ready ops
+    /// of one worker's ready queue (each worker has its own); never reorders
+    /// ops on one var.
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
         self
