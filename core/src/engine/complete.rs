@@ -153,7 +153,7 @@ impl<P: Payload> Shared<P> {
             }
             this.forget_live(op.id, &mut wake);
             this.release_reservation();
-            this.dispatch(ready, worker, &mut spawns)
+            this.dispatch(ready, worker, &mut spawns, None)
         };
         for t in wake {
             t.unpark();

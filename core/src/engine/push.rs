@@ -160,10 +160,14 @@ impl<P: Payload> Shared<P> {
         // The pusher's own grant: the op may run only once it is on every
         // var's queue and in the live index.
         let mut spawns = Spawns::new();
+        let mut freed = Vec::new();
         if op.grant() {
-            this.dispatch(std::iter::once(op), None, &mut spawns);
+            this.dispatch(std::iter::once(op), None, &mut spawns, Some(&mut freed));
         }
         drop(section);
+        // Completed op records the workers handed back: freed on this
+        // thread, which allocated them, outside the section.
+        drop(freed);
         // The op is accepted: a start failure that strands it fails it
         // with `WorkerStart`, reported at waits like any op error.
         let _ = Shared::start_workers(this, spawns);

@@ -14,7 +14,7 @@ use crate::error::{Error, OpError, OpErrorKind, Result};
 use crate::op::{Action, OpCell};
 use crate::op_info::Lane;
 use crate::pool::{Spawns, Start};
-use crate::ready::{Home, Take};
+use crate::ready::{Home, Take, RETIRED_BATCH};
 use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -28,7 +28,10 @@ const SPIN_BEFORE_PARK: u32 = if MODEL_BUILD { 0 } else { 200 };
 
 impl<P: Payload> Shared<P> {
     /// Queues ready ops and wakes or plans workers; inside a section. A
-    /// pushed op goes to the slot its id picks; an op made ready by a
+    /// pusher passes `freed`, which receives the completed op records the
+    /// slot kept for a pusher to free, once the caller has left its section
+    /// (`ready/slot.rs`, `retired`). A pushed op goes to the slot its id
+    /// picks; an op made ready by a
     /// worker's completion (`home`) goes to that worker's home slot, and
     /// the worker takes one such op itself when nothing waits in its home
     /// slot (saves a queue round trip; never overtakes a queued op there).
@@ -39,6 +42,7 @@ impl<P: Payload> Shared<P> {
         ops: impl IntoIterator<Item = Arc<OpCell<P>>>,
         home: Option<Home>,
         spawns: &mut Spawns,
+        mut freed: Option<&mut Vec<Arc<OpCell<P>>>>,
     ) -> Option<Arc<OpCell<P>>> {
         let mut taken = None;
         for op in ops {
@@ -61,6 +65,9 @@ impl<P: Payload> Shared<P> {
                     continue;
                 }
                 slot.push(op);
+                if let Some(freed) = freed.as_deref_mut() {
+                    slot.take_retired(freed);
+                }
             }
             if !MODEL_BUILD {
                 self.queued_gen[lane.index()].fetch_add(1, Ordering::Relaxed);
@@ -264,6 +271,8 @@ impl<P: Payload> Shared<P> {
 
     fn worker_main(this: Arc<Self>, lane: Lane, index: usize) {
         let mut next = None;
+        let home = this.ready(lane).home(index);
+        let mut retired = Vec::new();
         loop {
             let op = match next.take() {
                 Some(op) => op,
@@ -272,7 +281,26 @@ impl<P: Payload> Shared<P> {
                     None => return,
                 },
             };
-            next = Shared::execute(&this, op, lane, index);
+            next = Shared::execute(&this, &op, lane, index);
+            // Model builds free here, as they always did. Host-lane records
+            // too: a host payload left in one (a body refused by the fork
+            // gate never takes it) may be dropped only through the bridge.
+            if MODEL_BUILD || lane == Lane::Host {
+                continue;
+            }
+            // The pusher that allocated it frees it (`ready/slot.rs`,
+            // `retired`).
+            retired.push(op);
+            if retired.len() >= RETIRED_BATCH {
+                // Inside a section, as every slot lock is taken (I5: a
+                // fork never copies a slot lock held; the plain test
+                // `fork_again_in_child` caught the first version, which
+                // took it outside).
+                if let Ok(_section) = this.enter() {
+                    this.ready(lane).retire(home, &mut retired);
+                }
+                retired.clear();
+            }
         }
     }
 
@@ -371,13 +399,13 @@ impl<P: Payload> Shared<P> {
     /// token (async). Returns an op to run next inline, if any.
     pub(crate) fn execute(
         this: &Arc<Self>,
-        op: Arc<OpCell<P>>,
+        op: &Arc<OpCell<P>>,
         lane: Lane,
         worker: usize,
     ) -> Option<Arc<OpCell<P>>> {
         let outcome = match op.action {
             Action::ClearPoison | Action::Delete => Outcome::Ok,
-            Action::Sync | Action::Async => Shared::run_body(this, &op, lane, worker),
+            Action::Sync | Action::Async => Shared::run_body(this, op, lane, worker),
         };
         let home = Home {
             lane,
@@ -385,7 +413,7 @@ impl<P: Payload> Shared<P> {
         };
         match outcome {
             Outcome::Pending => None,
-            outcome => Shared::finish(this, &op, outcome, Some(home)).unwrap_or(None),
+            outcome => Shared::finish(this, op, outcome, Some(home)).unwrap_or(None),
         }
     }
 

@@ -84,6 +84,13 @@ impl<P> ReadyQueues<P> {
         Take::Empty
     }
 
+    /// A worker hands its completed op records to its home slot, for a
+    /// pusher to free; inside a section. What the slot does not keep stays
+    /// in `ops`, for the worker to free once it has left the section.
+    pub(crate) fn retire(&self, home: usize, ops: &mut Vec<Arc<OpCell<P>>>) {
+        self.slot(home).lock().retire(ops);
+    }
+
     /// Ops queued on every slot.
     pub(crate) fn len(&self) -> usize {
         self.iter().map(|s| s.lock().len()).sum()
@@ -135,6 +142,7 @@ impl<P> ReadyQueues<P> {
         for (i, s) in self.iter().enumerate() {
             let mut s = s.lock();
             drop(s.drain());
+            s.leak_retired();
             s.running = usize::from(carried == Some(i));
             s.paused = false;
             s.stopped = stopped;
