@@ -28,15 +28,15 @@ const SPIN_BEFORE_PARK: u32 = if MODEL_BUILD { 0 } else { 200 };
 
 impl<P: Payload> Shared<P> {
     /// Queues ready ops and wakes or plans workers; inside a section. A
-    /// pusher passes `freed`, which receives the completed op records the
-    /// slot kept for a pusher to free, once the caller has left its section
-    /// (`ready/slot.rs`, `retired`). A pushed op goes to the slot its id
-    /// picks; an op made ready by a
+    /// pushed op goes to the slot its id picks; an op made ready by a
     /// worker's completion (`home`) goes to that worker's home slot, and
     /// the worker takes one such op itself when nothing waits in its home
     /// slot (saves a queue round trip; never overtakes a queued op there).
     /// The lane lock is taken only when the pool wants it: an idle worker
-    /// to wake or a worker to start (`ready/README.md`).
+    /// to wake or a worker to start (`ready/README.md`). A pusher passes
+    /// `freed`, which receives the completed op records the slot kept for
+    /// a pusher to free once it has left its section (`ready/slot.rs`,
+    /// `retired`).
     pub(crate) fn dispatch(
         &self,
         ops: impl IntoIterator<Item = Arc<OpCell<P>>>,

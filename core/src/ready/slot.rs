@@ -28,7 +28,7 @@ pub(crate) struct Slot<P> {
     /// which the next pusher to queue here frees on its own thread, outside
     /// its section: an op record is allocated by its pusher, and freed
     /// there its memory goes back to that thread's allocator cache instead
-    /// of crossing threads on every op (1.05-1.2x on the benchmarks,
+    /// of crossing threads on every op (1.03-1.16x on the benchmarks,
     /// BENCHMARKS.md). Production builds only; at most [`RETIRED_MAX`]
     /// records. A fork child leaks what it inherited here, as it leaks the
     /// payloads of lost ops (I5): a record's payload is normally gone, but
