@@ -38,8 +38,8 @@ mod queues;
 mod slot;
 
 pub use bands::STARVATION_LIMIT;
-pub(crate) use queues::{ReadyQueues, Take};
-pub(crate) use slot::RETIRED_BATCH;
+pub(crate) use queues::ReadyQueues;
+pub(crate) use slot::{Take, RETIRED_BATCH};
 
 use crate::op_info::Lane;
 use crate::pool::Pool;

@@ -4,19 +4,9 @@
 //! to wake, or a worker to start). The hand-off protocol and why no wake-up
 //! is lost are in `README.md` beside this file.
 
-use super::slot::Slot;
+use super::slot::{Slot, Take};
 use crate::op::OpCell;
 use crate::sync::{Arc, AtomicUsize, CachePadded, LockRank, Mutex, Ordering, Thread};
-
-/// What a worker found when it looked for an op.
-pub(crate) enum Take<P> {
-    /// An op, started and counted in the slot it came from.
-    Op(Arc<OpCell<P>>),
-    /// Every slot was empty (or held only cancelled ops).
-    Empty,
-    /// A quiesce holds or the lane stopped: nothing may be taken.
-    Held,
-}
 
 /// The ready queues of one lane.
 pub(crate) struct ReadyQueues<P> {
@@ -73,12 +63,9 @@ impl<P> ReadyQueues<P> {
         let n = self.slots.len();
         for k in 0..n {
             let index = (home + k) % n;
-            let mut slot = self.slots[index].lock();
-            if slot.held() {
-                return Take::Held;
-            }
-            if let Some(op) = slot.take(index) {
-                return Take::Op(op);
+            match self.slots[index].lock().take(index) {
+                Take::Empty => continue,
+                found => return found,
             }
         }
         Take::Empty

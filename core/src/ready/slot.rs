@@ -7,6 +7,16 @@ use super::bands::Bands;
 use crate::op::OpCell;
 use crate::sync::{Arc, Thread};
 
+/// What a worker found when it looked for an op.
+pub(crate) enum Take<P> {
+    /// An op, started and counted in the slot it came from.
+    Op(Arc<OpCell<P>>),
+    /// Nothing to take (or only ops cancelled while queued).
+    Empty,
+    /// A quiesce holds or the lane stopped: nothing may be taken.
+    Held,
+}
+
 /// A ready queue of a lane, home to one of its workers (any worker may take
 /// from it). Guards I3: an op leaves it for `running` only under its lock
 /// and only while neither `paused` nor `stopped`, and `running` falls only
@@ -106,18 +116,18 @@ impl<P> Slot<P> {
         }
     }
 
-    /// The next op to run, if the slot is not held; ops cancelled while
-    /// queued are dropped on the way.
-    pub(crate) fn take(&mut self, index: usize) -> Option<Arc<OpCell<P>>> {
+    /// The next op to run from this slot (index `index`), unless the slot
+    /// is held; ops cancelled while queued are dropped on the way.
+    pub(crate) fn take(&mut self, index: usize) -> Take<P> {
         if self.held() {
-            return None;
+            return Take::Held;
         }
         while let Some(op) = self.ready.pop() {
             if self.start(&op, index) {
-                return Some(op);
+                return Take::Op(op);
             }
         }
-        None
+        Take::Empty
     }
 
     /// One op of the slot completed: wakes the quiesces waiting for it.

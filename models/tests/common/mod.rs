@@ -601,15 +601,20 @@ pub fn poison_passes_on() {
     w.engine.shutdown(LONG).unwrap();
 }
 
+/// A body's callback into its own world `w`, which it reaches through a
+/// weak handle (the world owns the engine that owns the body).
+fn world_callback(w: &Arc<World>, f: impl Fn(&World) + Send + Sync + 'static) -> Callback {
+    let weak = Arc::downgrade(w);
+    Arc::new(move || f(&weak.upgrade().expect("world alive while its ops run")))
+}
+
 /// Control (m): op 1's body calls back into the engine, pushing op 2 on
 /// its own lane, which is ready at once, so the push dispatches it under
-/// the lane's lock. A body runs under no engine lock (H1), so the callback
-/// never waits for its own thread. Threads: main + 1 compute.
+/// the lane's slot lock. A body runs under no engine lock (H1), so the
+/// callback never waits for its own thread. Threads: main + 1 compute.
 pub fn body_pushes_onto_its_lane() {
     let w = Arc::new(World::new(config(1, 1, None), 2));
-    let weak = Arc::downgrade(&w);
-    let push_from_body: Callback = Arc::new(move || {
-        let w = weak.upgrade().expect("world alive while its ops run");
+    let push_from_body = world_callback(&w, |w| {
         w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
     });
     let op1 = Op {
@@ -713,9 +718,7 @@ pub fn push_meets_a_parking_worker(compute: usize) {
 /// unpaused would start an op there. Threads: main + 2 compute.
 pub fn quiesce_holds_every_slot() {
     let w = Arc::new(World::new(config(2, 1, None), 2));
-    let weak = Arc::downgrade(&w);
-    let check_running: Callback = Arc::new(move || {
-        let w = weak.upgrade().expect("world alive while its ops run");
+    let check_running = world_callback(&w, |w| {
         assert!(
             !matches!(w.engine.state(), State::Quiescing | State::Quiesced),
             "an op ran while a quiesce held (I3)"
