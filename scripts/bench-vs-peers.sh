@@ -22,6 +22,11 @@
 #    medians with min..max, forksafe ÷ peer ratios, and the issue's targets;
 #    then forksafe-bench's split, mem and queue-held figures.
 #
+# forksafe runs twice: as configured by default (`forksafe`), and with
+# `Config::run_inline_from = Some($INLINE)` (`forksafe-inline`: a pusher
+# runs a ready op itself once its ready queue holds INLINE ops, like
+# OpenMP's undeferred tasks; INLINE defaults to 0, see BENCHMARKS.md).
+#
 # Same worker count everywhere: forksafe's compute workers, OpenMP's team
 # size (the pushing thread is one of the team, as in any OpenMP program),
 # STARPU_NCPU, MXNET_CPU_WORKER_NTHREADS; all = cores unless WORKERS is set.
@@ -34,10 +39,11 @@ ROUNDS="${1:-5}"
 WORK="${BENCH_WORK:-/tmp/forksafe-bench-vs-peers}"
 WORKERS="${WORKERS:-$(nproc)}"
 PEERS="${PEERS:-libomp libgomp starpu mxnet}"
+INLINE="${INLINE:-0}"
 WORKLOADS=(indep chain dag dag-2us indep-2t queue-10k queue-1m)
 PINNED=(indep chain dag)
 mkdir -p "$WORK"
-COMMAND="bash scripts/bench-vs-peers.sh $ROUNDS (PEERS=\"$PEERS\", WORKERS=$WORKERS)"
+COMMAND="bash scripts/bench-vs-peers.sh $ROUNDS (PEERS=\"$PEERS\", WORKERS=$WORKERS, INLINE=$INLINE)"
 LOAD_BEFORE="$(cat /proc/loadavg)"
 STARTED="$(date -u '+%Y-%m-%d %H:%M UTC')"
 
@@ -67,6 +73,7 @@ source "$ROOT/scripts/lib/bench-build.sh"
 OURS="$(build_forksafe_bench)"
 declare -A CMD
 CMD[forksafe]="$OURS --raw --reps 1 --workers $WORKERS"
+CMD[forksafe-inline]="$OURS --raw --reps 1 --workers $WORKERS --inline $INLINE"
 if has libgomp; then
     echo "== building omp.c with gcc (libgomp)" >&2
     gcc -O2 -Wall -Wextra -fopenmp -o "$WORK/omp-libgomp" "$ROOT/bench/peers/omp.c"
@@ -93,7 +100,7 @@ export MXNET_ENGINE_TYPE=ThreadedEnginePerDevice MXNET_CPU_WORKER_NTHREADS="$WOR
 # which overrides OMP_NUM_THREADS.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MXNET_USE_OPERATOR_TUNING=0
 
-SYSTEMS=(forksafe)
+SYSTEMS=(forksafe forksafe-inline)
 for p in libomp libgomp starpu mxnet; do has "$p" && SYSTEMS+=("$p"); done
 
 # -- 3. interleaved rounds
@@ -118,7 +125,7 @@ run() {
         cat "$WORK/$sys.err" >&2
         exit 1
     fi
-    echo "$out" | grep '^RESULT' | {
+    echo "$out" | grep '^RESULT' | sed -E "s/engine=[^ ]+/engine=$sys/" | {
         if [ -n "$suffix" ]; then sed -E "s/workload=([^ ]+)/workload=\\1@$suffix/"; else cat; fi
     } >> "$RAW"
 }
@@ -148,7 +155,8 @@ python3 - "$RAW" "$WORK/forksafe-extra.txt" "$COMMAND" "$STARTED" "$LOAD_BEFORE"
 import re, statistics, sys
 raw, extra, command, started, load0, load1, workers, rounds, systems = sys.argv[1:]
 systems = systems.split()
-peers = [s for s in systems if s != "forksafe"]
+ours_all = [s for s in systems if s.startswith("forksafe")]
+peers = [s for s in systems if not s.startswith("forksafe")]
 runs = {}
 ops = {}
 for line in open(raw):
@@ -188,6 +196,19 @@ for w in workloads:
         cells.append(f"{ours[0] / st[0]:.2f}" if st and ours else "-")
     print(f"| {w} | " + " | ".join(cells) + " |")
 print()
+if "forksafe-inline" in systems:
+    print("forksafe-inline ÷ peer, and ÷ forksafe (the default engine):")
+    print()
+    print("| workload | " + " | ".join(f"÷ {p}" for p in peers + ["forksafe"]) + " |")
+    print("|---" * (1 + len(peers) + 1) + "|")
+    for w in workloads:
+        mine = stat("forksafe-inline", w)
+        cells = []
+        for p in peers + ["forksafe"]:
+            st = stat(p, w)
+            cells.append(f"{mine[0] / st[0]:.2f}" if st and mine else "-")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    print()
 
 text = open(extra).read()
 def grab(pattern):
@@ -197,37 +218,40 @@ def grab(pattern):
 print("Targets (issue 16):")
 def line(name, value, ok):
     print(f"- {name}: {value} — {'met' if ok else 'NOT met'}")
-if "libomp" in peers:
-    for w in ["indep", "chain", "dag", "dag-2us", "indep-2t"]:
-        o, l = stat("forksafe", w), stat("libomp", w)
-        if o and l:
-            need = 1.5 if w == "dag" else 1.0
-            line(f"forksafe ÷ libomp on {w} ≥ {need}", f"{o[0] / l[0]:.2f}", o[0] / l[0] >= need)
 ideal = grab(r"allow (\d+) ops/s")
-d2 = stat("forksafe", "dag-2us")
-if ideal and d2:
-    line("dag-2us ≥ 60% of the in-order 2-worker ideal", f"{d2[0]:,.0f} of {ideal:,.0f} ops/s = {d2[0] / ideal:.0%} (longer goal 80%)", d2[0] >= 0.6 * ideal)
-for w in ["indep", "chain", "dag"]:
-    p, u = stat("forksafe", w + "@1core"), stat("forksafe", w)
-    if p and u:
-        line(f"pinned ÷ unpinned on {w} ≤ 1.2", f"{p[0] / u[0]:.2f}", p[0] / u[0] <= 1.2)
+for ours in ours_all:
+    if "libomp" in peers:
+        for w in ["indep", "chain", "dag", "dag-2us", "indep-2t"]:
+            o, l = stat(ours, w), stat("libomp", w)
+            if o and l:
+                need = 1.5 if w == "dag" else 1.0
+                line(f"{ours} ÷ libomp on {w} ≥ {need}", f"{o[0] / l[0]:.2f}", o[0] / l[0] >= need)
+    d2 = stat(ours, "dag-2us")
+    if ideal and d2:
+        line(f"{ours}: dag-2us ≥ 60% of the in-order 2-worker ideal", f"{d2[0]:,.0f} of {ideal:,.0f} ops/s = {d2[0] / ideal:.0%} (longer goal 80%)", d2[0] >= 0.6 * ideal)
+    for w in ["indep", "chain", "dag"]:
+        p, u = stat(ours, w + "@1core"), stat(ours, w)
+        if p and u:
+            line(f"{ours}: pinned ÷ unpinned on {w} ≤ 1.2", f"{p[0] / u[0]:.2f}", p[0] / u[0] <= 1.2)
 push = grab(r"push alone \| \d+ \| ([\d.]+) µs CPU/op")
 if push is not None:
     line("push ≤ 0.3 µs CPU per op", f"{push:.3f} µs", push <= 0.3)
 mem = grab(r"heap ([\d.]+) B/op")
 if mem is not None:
     line("memory per pending op ≤ 128 B", f"{mem:.1f} B", mem <= 128)
-small, large = stat("forksafe", "queue-10k"), stat("forksafe", "queue-1m")
-if small and large:
-    r = small[0] / large[0]
-    line("queue-1m time per op within 2× of queue-10k", f"{r:.2f}×", r <= 2)
+for ours in ours_all:
+    small, large = stat(ours, "queue-10k"), stat(ours, "queue-1m")
+    if small and large:
+        r = small[0] / large[0]
+        line(f"{ours}: queue-1m time per op within 2× of queue-10k", f"{r:.2f}×", r <= 2)
 for m in re.finditer(r"queue-held: (\w+): .*ratio ([\d.]+)", text):
     line(f"queue-held {m.group(1)}: 1M ÷ 10k time per op ≤ 2", m.group(2), float(m.group(2)) <= 2)
 if "libgomp" in peers:
-    for w in ["indep", "chain"]:
-        o, g = stat("forksafe", w), stat("libgomp", w)
-        if o and g:
-            print(f"- stretch (libgomp's inline path) on {w}: forksafe {fmt(o[0])} vs libgomp {fmt(g[0])} = {o[0] / g[0]:.2f}")
+    for ours in ours_all:
+        for w in ["indep", "chain"]:
+            o, g = stat(ours, w), stat("libgomp", w)
+            if o and g:
+                print(f"- stretch (libgomp's inline path) on {w}: {ours} {fmt(o[0])} vs libgomp {fmt(g[0])} = {o[0] / g[0]:.2f}")
 print()
 print("forksafe-bench split mem queue-held:")
 for l in text.splitlines():

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p forksafe-bench -- [--reps N] [--workers N] [--raw]
-//!     [--trace FILE] [WORKLOAD...]
+//!     [--inline N] [--trace FILE] [WORKLOAD...]
 //! ```
 //!
 //! Workloads: `indep`, `chain`, `dag`, `dag-2us`, `indep-2t`, `queue-10k`,
@@ -18,7 +18,9 @@
 //! `--raw` also prints one `RESULT` line per timed run (for
 //! `scripts/bench-vs-mxnet.sh` and `scripts/bench-vs-peers.sh`);
 //! `--trace FILE` writes a Chrome Trace Event timeline of the last timed
-//! run.
+//! run. `--inline N` times the engine with `Config::run_inline_from =
+//! Some(N)` (a pusher runs a ready op itself once its queue holds N ops).
+//! `--inline` applies to the timed workloads only.
 
 mod alloc;
 mod fork;
@@ -38,6 +40,7 @@ struct Args {
     reps: usize,
     workers: usize,
     raw: bool,
+    inline: Option<usize>,
     trace: Option<String>,
     fork_child: Option<String>,
     workloads: Vec<String>,
@@ -49,11 +52,12 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     use lexopt::prelude::*;
     const USAGE: &str = "usage: forksafe-bench [--reps N] [--workers N] [--raw] \
-                         [--trace FILE] [indep chain dag dag-2us indep-2t queue-10k queue-1m fork mem split queue-held]";
+                         [--inline N] [--trace FILE] [indep chain dag dag-2us indep-2t queue-10k queue-1m fork mem split queue-held]";
     let mut a = Args {
         reps: 5,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
         raw: false,
+        inline: None,
         trace: None,
         fork_child: None,
         workloads: Vec::new(),
@@ -80,6 +84,15 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|e| format!("--workers: {e}"))?
             }
             Long("raw") => a.raw = true,
+            Long("inline") => {
+                a.inline = Some(
+                    parser
+                        .value()
+                        .map_err(|e| e.to_string())?
+                        .parse()
+                        .map_err(|e| format!("--inline: {e}"))?,
+                )
+            }
             Long("trace") => {
                 a.trace = Some(text(parser.value().map_err(|e| e.to_string())?, "--trace")?)
             }
@@ -135,7 +148,13 @@ fn main() {
     }
     println!("command: {}", stats::command_line());
     println!("machine: {}", stats::machine());
-    println!("engine:  forksafe, {} compute workers", args.workers);
+    match args.inline {
+        None => println!("engine:  forksafe, {} compute workers", args.workers),
+        Some(n) => println!(
+            "engine:  forksafe, {} compute workers, run inline from {n} queued ops",
+            args.workers
+        ),
+    }
     println!();
     println!("| workload | ops | median s | ops/s | runs | allocs/op | CPU µs/op |");
     println!("|---|---|---|---|---|---|---|");
@@ -224,6 +243,7 @@ fn main() {
 fn run_timed(args: &Args, names: &[&String]) {
     let engine = Engine::new(Config {
         compute_workers: args.workers,
+        run_inline_from: args.inline,
         ..Config::default()
     })
     .expect("engine");

@@ -111,6 +111,10 @@ pub enum Mutant {
     /// home is another slot starts an op there while the quiesce holds
     /// (breaks I3 across slots).
     PauseFirstSlotOnly,
+    /// A pusher runs its ready op inline without checking whether a
+    /// quiesce holds the slot: the body runs after the quiesce returned
+    /// (breaks I3 for ops run inline, docs/DESIGN.md "Running inline").
+    InlineIgnoresPause,
 }
 
 crate::sync::os_thread_local! {

@@ -8,14 +8,16 @@
 //! | from | to | who | serves |
 //! |---|---|---|---|
 //! | — | `Queued` | the pusher, at accept | I1: appended to its vars first |
-//! | `Queued` | `Running` | the worker that dispatches it ([`OpCell::try_start`]) | I2: one thread takes the payload |
+//! | `Queued` | `Running` | the worker that dispatches it, or its pusher running it inline ([`OpCell::try_start`]) | I2: one thread takes the payload |
 //! | `Queued` | `Done` | a cancel: shutdown's sweep, a lost-in-fork settle, an unrunnable lane ([`OpCell::try_cancel`]) | I2, I5, I8 |
 //! | `Running` | `Done` | completion: the body returned, its token completed or dropped ([`OpCell::try_finish`]) | I2: exactly once |
 //!
 //! Every move is one read-modify-write, so exactly one thread ends an op;
 //! the thread that moved it out of `Queued` is the only one that takes its
 //! payload. The move to `Running` also records the ready queue (slot) the
-//! op was taken from, whose `running` count its completion lowers (I3).
+//! op was taken from, whose `running` count its completion lowers (I3),
+//! and whether its pusher runs it inline (not a worker: a fork child that
+//! carries it has no worker more, docs/DESIGN.md "Running inline").
 //! The epoch bits change only on a fork child's only thread while it
 //! settles (I5), keeping the status and the slot.
 
@@ -84,8 +86,12 @@ const STATUS: u64 = (1 << STATUS_BITS) - 1;
 /// configured worker, `Config::validate`).
 const SLOT_BITS: u32 = 10;
 const SLOT: u64 = ((1 << SLOT_BITS) - 1) << STATUS_BITS;
+/// Set with the slot when the op's pusher runs it inline (not a worker).
+const INLINE: u64 = 1 << (STATUS_BITS + SLOT_BITS);
+/// The bits that say where a started op was taken from and who runs it.
+const TAKEN: u64 = SLOT | INLINE;
 /// Where the epoch starts in the state word.
-const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS;
+const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS + 1;
 
 /// The vars of an accepted op, reads first, in the order given, each with
 /// whether the op writes it: one var without an allocation, more in one
@@ -137,7 +143,8 @@ pub(crate) struct OpCell<P> {
     /// Push sequence number, unique per engine.
     pub(crate) id: u64,
     /// The status (low [`STATUS_BITS`] bits), above it the slot the op was
-    /// taken from ([`SLOT_BITS`] bits), and above that the fork epoch the
+    /// taken from ([`SLOT_BITS`] bits) and whether its pusher runs it
+    /// inline (one bit), and above that the fork epoch the
     /// op's token is valid in. One word, so the op record stays small;
     /// the epoch changes only while a fork child settles, on its only
     /// thread.
@@ -189,21 +196,18 @@ impl<P> OpCell<P> {
     }
 
     /// Moves the status from `from` to `to` if it is `from`, setting the
-    /// slot bits to `slot` if given; the epoch bits are kept (they change
-    /// only on a fork child's only thread).
-    fn change_status(&self, from: OpStatus, to: OpStatus, slot: Option<usize>) -> bool {
+    /// slot and inline bits to `taken` if given; the epoch bits are kept
+    /// (they change only on a fork child's only thread).
+    fn change_status(&self, from: OpStatus, to: OpStatus, taken: Option<u64>) -> bool {
         let mut now = self.state.load(Ordering::Acquire);
         loop {
             if OpStatus::from_bits(now) != from {
                 return false;
             }
-            let slot_bits = match slot {
-                Some(slot) => (slot as u64) << STATUS_BITS & SLOT,
-                None => now & SLOT,
-            };
+            let taken_bits = taken.unwrap_or(now & TAKEN);
             match self.state.compare_exchange(
                 now,
-                now & !(STATUS | SLOT) | slot_bits | to.bits(),
+                now & !(STATUS | TAKEN) | taken_bits | to.bits(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -213,9 +217,17 @@ impl<P> OpCell<P> {
         }
     }
 
-    /// Marks a queued op running, taken from ready-queue slot `slot`.
-    pub(crate) fn try_start(&self, slot: usize) -> bool {
-        self.change_status(OpStatus::Queued, OpStatus::Running, Some(slot))
+    /// Marks a queued op running, taken from ready-queue slot `slot` by a
+    /// worker, or by its pusher to run inline (`inline`).
+    pub(crate) fn try_start(&self, slot: usize, inline: bool) -> bool {
+        let taken = (slot as u64) << STATUS_BITS & SLOT | if inline { INLINE } else { 0 };
+        self.change_status(OpStatus::Queued, OpStatus::Running, Some(taken))
+    }
+
+    /// Whether the op's pusher runs it inline (meaningful once it has
+    /// started).
+    pub(crate) fn runs_inline(&self) -> bool {
+        self.state.load(Ordering::Acquire) & INLINE != 0
     }
 
     /// The slot the op was taken from (meaningful once it has started).
@@ -253,7 +265,7 @@ impl<P> OpCell<P> {
     /// Moves the op to fork epoch `epoch`, keeping its status; only on a
     /// fork child's only thread, while it settles.
     pub(crate) fn set_epoch(&self, epoch: u64) {
-        let kept = self.state.load(Ordering::Acquire) & (STATUS | SLOT);
+        let kept = self.state.load(Ordering::Acquire) & (STATUS | TAKEN);
         self.state
             .store(epoch << EPOCH_SHIFT | kept, Ordering::Release);
     }
@@ -351,11 +363,11 @@ mod tests {
         assert_eq!(queued.epoch(), 4);
 
         let running = op(3);
-        assert!(running.try_start(1023));
+        assert!(running.try_start(1023, true));
         running.set_epoch(4);
         assert!(running.is(OpStatus::Running));
         assert_eq!(running.epoch(), 4);
-        assert_eq!(running.slot(), 1023);
+        assert_eq!((running.slot(), running.runs_inline()), (1023, true));
         assert_eq!(running.try_finish(), Some(OpStatus::Running));
         assert!(running.is(OpStatus::Done));
         assert_eq!(running.epoch(), 4);
@@ -367,14 +379,15 @@ mod tests {
     /// cancel leaves it alone (I3: the right slot's `running` falls).
     #[test]
     fn a_start_records_its_slot() {
-        let a = op(u64::MAX >> 12);
-        assert!(a.try_start(5));
-        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 12));
-        assert!(!a.try_start(6));
-        assert_eq!(a.slot(), 5);
+        let a = op(u64::MAX >> 13);
+        assert!(a.try_start(5, false));
+        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 13));
+        assert!(!a.runs_inline());
+        assert!(!a.try_start(6, true));
+        assert_eq!((a.slot(), a.runs_inline()), (5, false));
         let b = op(1);
         assert!(b.try_cancel());
-        assert!(!b.try_start(2));
-        assert_eq!(b.slot(), 0);
+        assert!(!b.try_start(2, true));
+        assert_eq!((b.slot(), b.runs_inline()), (0, false));
     }
 }

@@ -19,7 +19,8 @@ pub struct TraceEvent {
     /// The lane it ran on.
     pub lane: Lane,
     /// The index of the worker of that lane that ran it (its thread is
-    /// named `<thread_name>-<lane>-<worker>`).
+    /// named `<thread_name>-<lane>-<worker>`; workers are numbered from 1),
+    /// or 0 when its pusher ran it inline (`Config::run_inline_from`).
     pub worker: usize,
     /// The process-unique number of the thread that ran it
     /// ([`crate::sync::thread_number`]).

@@ -43,6 +43,38 @@ pub struct Config {
     /// parked and reused afterwards; a wait past the cap fails with
     /// [`Error::StandInLimit`].
     pub max_stand_ins: usize,
+    /// Run inline (`None`, the default: never). With `Some(n)`, a push
+    /// whose compute-lane op is ready at once runs it on the pushing thread
+    /// when the ready queue it would join already holds at least `n` ops
+    /// (`Some(0)`: whenever it is ready), unless the pusher is inside an
+    /// op, holds the host lock, or a quiesce or fork holds the engine. A
+    /// pusher that outruns the workers then does work instead of queueing
+    /// it. The body runs outside every engine lock, its errors are reported
+    /// at waits as a worker's would be, and a panic in it is caught. Leave
+    /// it off if a body may wait for something its pusher does only after
+    /// `push` returns: run inline, that body would wait for its own thread.
+    ///
+    /// ```
+    /// use forksafe::{Config, Engine};
+    /// use std::sync::{Arc, Mutex};
+    /// let engine = Engine::new(Config {
+    ///     run_inline_from: Some(0),
+    ///     ..Config::default()
+    /// })
+    /// .unwrap();
+    /// let v = engine.new_var().unwrap();
+    /// let ran_on = Arc::new(Mutex::new(None));
+    /// let record = ran_on.clone();
+    /// engine
+    ///     .op("here")
+    ///     .writes(&[&v])
+    ///     .run(move || *record.lock().unwrap() = Some(std::thread::current().id()))
+    ///     .unwrap();
+    /// engine.wait_all().unwrap();
+    /// // Ready at once, and no quiesce or fork held the engine: it ran here.
+    /// assert_eq!(*ran_on.lock().unwrap(), Some(std::thread::current().id()));
+    /// ```
+    pub run_inline_from: Option<usize>,
     /// How long [`crate::fork`] waits for running ops before forking anyway
     /// (positive, at most [`MAX_DEADLINE`]).
     pub fork_drain: Duration,
@@ -61,6 +93,7 @@ impl Default for Config {
             thread_name: core.thread_name,
             worker_stack_size: core.worker_stack_size,
             max_stand_ins: core.max_stand_ins,
+            run_inline_from: core.run_inline_from,
             fork_drain: Duration::from_secs(5),
             shutdown_deadline: Duration::from_secs(1),
         }
@@ -96,6 +129,7 @@ impl Config {
             thread_name: self.thread_name.clone(),
             worker_stack_size: self.worker_stack_size,
             max_stand_ins: self.max_stand_ins,
+            run_inline_from: self.run_inline_from,
         }
     }
 }

@@ -27,8 +27,14 @@ fn lane_name(lane: Lane) -> &'static str {
 }
 
 impl Trace {
-    /// The worker thread name of an event, as the engine names its threads.
+    /// The worker thread name of an event, as the engine names its threads;
+    /// `<thread_name>-<lane>-pusher` for an op its pusher ran inline
+    /// ([`crate::Config::run_inline_from`]), which ran on the pushing
+    /// thread.
     pub fn worker_name(&self, event: &TraceEvent) -> String {
+        if event.worker == 0 {
+            return format!("{}-{}-pusher", self.thread_name, lane_name(event.lane));
+        }
         format!(
             "{}-{}-{}",
             self.thread_name,

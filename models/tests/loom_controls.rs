@@ -275,6 +275,7 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::IdleAfterLastLook,
         Mutant::WantedReadBeforeQueue,
         Mutant::PauseFirstSlotOnly,
+        Mutant::InlineIgnoresPause,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -300,6 +301,7 @@ fn scenario(m: Mutant) -> fn() {
             push_meets_a_parking_worker_one
         }
         Mutant::PauseFirstSlotOnly => pause_first_slot_only,
+        Mutant::InlineIgnoresPause => inline_ignores_pause,
         // The fork participants' controls run from loom_participants.rs.
         Mutant::TrustLatePrepare
         | Mutant::SkipParticipantParent
@@ -322,6 +324,12 @@ fn push_meets_a_parking_worker_one() {
 /// 2 compute.
 fn pause_first_slot_only() {
     check("quiesce_holds_every_slot", common::quiesce_holds_every_slot);
+}
+
+/// (v) Ops run inline by their pusher race a quiesce. Threads: main +
+/// quiescer + 1 compute.
+fn inline_ignores_pause() {
+    check("inline_run_meets_a_quiesce", inline_run_meets_a_quiesce);
 }
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
@@ -354,6 +362,7 @@ fn mutant_run() {
         "IdleAfterLastLook" => Mutant::IdleAfterLastLook,
         "WantedReadBeforeQueue" => Mutant::WantedReadBeforeQueue,
         "PauseFirstSlotOnly" => Mutant::PauseFirstSlotOnly,
+        "InlineIgnoresPause" => Mutant::InlineIgnoresPause,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -616,4 +625,18 @@ fn caught_pause_first_slot_only() {
 #[test]
 fn sound_pause_first_slot_only() {
     pause_first_slot_only();
+}
+
+#[test]
+fn caught_inline_ignores_pause() {
+    let msg = caught(Mutant::InlineIgnoresPause);
+    assert!(
+        msg.contains("an op ran while a quiesce held (I3)"),
+        "expected the I3 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_inline_ignores_pause() {
+    inline_ignores_pause();
 }

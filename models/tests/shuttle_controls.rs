@@ -472,3 +472,19 @@ fn caught_pause_first_slot_only() {
 fn sound_pause_first_slot_only() {
     sound(quiesce_holds_every_slot);
 }
+
+/// (v) I3 for ops run inline: with the mutant a pusher starts its op on a
+/// slot the quiesce paused.
+#[test]
+fn caught_inline_ignores_pause() {
+    let msg = caught(Mutant::InlineIgnoresPause, inline_run_meets_a_quiesce);
+    assert!(
+        msg.contains("an op ran while a quiesce held (I3)"),
+        "expected the I3 assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_inline_ignores_pause() {
+    sound(inline_run_meets_a_quiesce);
+}

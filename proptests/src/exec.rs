@@ -35,6 +35,9 @@ pub struct Options {
     /// together; the reference then takes them in the engine's id order,
     /// which is the order of every var's queue (I1).
     pub pushers: usize,
+    /// The engine's `Config::run_inline_from` (pushers running ready ops
+    /// themselves; docs/DESIGN.md "Running inline").
+    pub run_inline_from: Option<usize>,
 }
 
 impl Default for Options {
@@ -45,6 +48,7 @@ impl Default for Options {
             child_limit: Duration::from_secs(30),
             settle_threads: true,
             pushers: 1,
+            run_inline_from: None,
         }
     }
 }
@@ -106,6 +110,7 @@ pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String
         host_workers: program.host_workers.clamp(1, 2) as usize,
         fork_drain: options.wait_timeout,
         shutdown_deadline: options.wait_timeout,
+        run_inline_from: options.run_inline_from,
         ..Config::default()
     };
     let engine = Arc::new(

@@ -30,6 +30,7 @@ const PROPERTIES: &[(&str, u32, Property)] = &[
     ("programs", 4000, programs),
     ("programs_with_forks", 1000, programs_with_forks),
     ("programs_with_pushers", 1500, programs_with_pushers),
+    ("programs_run_inline", 1000, programs_run_inline),
     ("lifecycle", 1000, lifecycle),
     ("decode_roundtrip", 2000, decode_roundtrip),
     ("data_vars", 1000, data_vars),
@@ -210,12 +211,19 @@ impl Totals {
 }
 
 fn differential(cases: u32, forks: bool, pushers: usize) -> Result<String, String> {
+    differential_with(
+        cases,
+        Options {
+            forks,
+            pushers,
+            ..Options::default()
+        },
+    )
+}
+
+fn differential_with(cases: u32, options: Options) -> Result<String, String> {
+    let forks = options.forks;
     let totals = RefCell::new(Totals::default());
-    let options = Options {
-        forks,
-        pushers,
-        ..Options::default()
-    };
     check(
         cases,
         strategy::program(60, forks),
@@ -238,6 +246,22 @@ fn programs(cases: u32) -> Result<String, String> {
 /// those ops in the engine's id order (I1 across pushers), with forks.
 fn programs_with_pushers(cases: u32) -> Result<String, String> {
     differential(cases, true, 3)
+}
+
+/// The same with pushers that run ops inline (`run_inline_from: Some(1)`:
+/// a ready op whose queue already holds one op runs on its pusher, so
+/// runs mix ops run inline and ops run by workers), three pushing threads
+/// and forks.
+fn programs_run_inline(cases: u32) -> Result<String, String> {
+    differential_with(
+        cases,
+        Options {
+            forks: true,
+            pushers: 3,
+            run_inline_from: Some(1),
+            ..Options::default()
+        },
+    )
 }
 
 /// The same with forks: each child's state equals the reference at the

@@ -223,6 +223,10 @@ impl PyEngine {
             thread_name: thread_name.to_string(),
             worker_stack_size,
             max_stand_ins,
+            // Not offered to Python (yet): a kernel run inline would run on
+            // the Python thread that pushed it, which callers of an async
+            // array API do not expect.
+            run_inline_from: None,
             fork_drain: seconds("fork_drain", fork_drain)?,
             shutdown_deadline: seconds("shutdown_deadline", shutdown_deadline)?,
         };

@@ -149,7 +149,10 @@ impl<P: Payload> Shared<P> {
             }
             if before == OpStatus::Running {
                 let ready = this.ready(op.lane);
-                ready.slot(op.slot()).lock().finished(&mut wake);
+                ready
+                    .slot(op.slot())
+                    .lock()
+                    .finished(op.runs_inline(), &mut wake);
             }
             this.forget_live(op.id, &mut wake);
             this.release_reservation();

@@ -79,7 +79,7 @@ impl<P: Payload> Shared<P> {
         for op in self.live.all() {
             if Some(op.id) == carried_id {
                 op.set_epoch(epoch);
-                carried = Some((op.lane, op.slot()));
+                carried = Some((op.lane, op.slot(), op.runs_inline()));
                 report.carried = Some(op.info());
                 continue;
             }
@@ -108,11 +108,15 @@ impl<P: Payload> Shared<P> {
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
             // Ready ops were all in the live index and are done by now.
-            let carried_slot = carried.filter(|c| c.0 == lane).map(|c| c.1);
+            let carried_slot = carried.filter(|c| c.0 == lane).map(|c| (c.1, c.2));
             let carried_here = usize::from(carried_slot.is_some());
             self.ready(lane)
                 .reset_in_child(carried_slot, state == State::Stopped);
-            ls.pool.reset_in_child(carried_here);
+            // The forking thread is a worker of the child's pool only if it
+            // is one: a pusher running the carried op inline goes back to
+            // its caller, and the child's next dispatch starts a worker.
+            let on_worker = carried_slot.is_some_and(|(_, inline)| !inline);
+            ls.pool.reset_in_child(usize::from(on_worker));
             ls.in_bridge = if lane == Lane::Host { carried_here } else { 0 };
             ls.stopped = state == State::Stopped;
             ls.drain_waiters.clear();

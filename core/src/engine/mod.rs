@@ -73,6 +73,19 @@ pub struct Config {
     /// [`Error::StandInLimit`] instead of blocking. Stand-ins are parked and
     /// reused, never left behind (see the `pool` module's `# State`).
     pub max_stand_ins: usize,
+    /// Run inline (`None`, the default: never). With `Some(n)`, a push whose
+    /// op is ready at once (every var granted) runs that op on the pushing
+    /// thread, before `push` returns, when the ready queue it would join
+    /// already holds at least `n` ops: a pusher that outruns the workers
+    /// does work instead of queueing it, like OpenMP's undeferred tasks.
+    /// Only compute-lane ops, and only when the pusher is not itself inside
+    /// an op, does not hold the host lock, and no quiesce holds; the body
+    /// runs outside every engine lock and fork-gate section, and its result
+    /// and errors are reported at waits as a worker's would be (the rule,
+    /// docs/DESIGN.md "Running inline"). Turn it on only if no body waits
+    /// for something its pusher does after `push` returns: that body would
+    /// wait for its own thread.
+    pub run_inline_from: Option<usize>,
 }
 
 /// The default of [`Config::max_stand_ins`].
@@ -87,6 +100,7 @@ impl Default for Config {
             thread_name: "forksafe".into(),
             worker_stack_size: None,
             max_stand_ins: DEFAULT_MAX_STAND_INS,
+            run_inline_from: None,
         }
     }
 }

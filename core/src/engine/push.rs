@@ -1,10 +1,12 @@
 //! Pushing ops: validation, back-pressure, and appending to every var's
 //! queue in one step so that push order is the same on every var (I1).
 
+use super::worker::PushSide;
 use super::Payload;
 use super::{Engine, Shared};
 use crate::error::{Error, Result};
 use crate::op::{Action, OpCell, OpVar, VarList, MAX_OP_VARS};
+use crate::op_info::Lane;
 use crate::pool::Spawns;
 use crate::spec::{OpSpec, Var};
 use crate::sync::{current_thread, Arc, MutexGuard, Ordering};
@@ -97,6 +99,10 @@ impl<P: Payload> Shared<P> {
             run_on_error,
             action,
         } = spec;
+        let mut pusher = PushSide {
+            freed: Vec::new(),
+            inline_from: this.inline_from(lane),
+        };
         let vars = VarList::new(
             reads.into_iter().map(|v| v.state),
             writes.into_iter().map(|v| v.state),
@@ -160,18 +166,36 @@ impl<P: Payload> Shared<P> {
         // The pusher's own grant: the op may run only once it is on every
         // var's queue and in the live index.
         let mut spawns = Spawns::new();
-        let mut freed = Vec::new();
+        let mut inline = None;
         if op.grant() {
-            this.dispatch(std::iter::once(op), None, &mut spawns, Some(&mut freed));
+            inline = this.dispatch(std::iter::once(op), None, &mut spawns, Some(&mut pusher));
         }
         drop(section);
         // Completed op records the workers handed back: freed on this
         // thread, which allocated them, outside the section.
-        drop(freed);
+        drop(pusher);
         // The op is accepted: a start failure that strands it fails it
         // with `WorkerStart`, reported at waits like any op error.
         let _ = Shared::start_workers(this, spawns);
+        if let Some(op) = inline {
+            // Outside the section: a body may fork, wait or take any time.
+            Shared::run_inline(this, &op);
+        }
         Ok(id)
+    }
+
+    /// Whether a push onto `lane` from this thread may run its op inline,
+    /// and from which queue length (`Config::run_inline_from`; the rule,
+    /// docs/DESIGN.md "Running inline"): compute-lane ops only, never
+    /// from inside an op of any engine (a body run inline that pushes
+    /// would nest bodies on one stack), and never while the pusher holds
+    /// the host lock (a compute body must not hold it).
+    fn inline_from(&self, lane: Lane) -> Option<usize> {
+        let from = self.config.run_inline_from?;
+        let allowed = lane == Lane::Compute
+            && crate::current::running_op().is_none()
+            && !self.bridge.holds_host_lock();
+        allowed.then_some(from)
     }
 
     /// Takes a slot under the pending bound, waiting for one if `block`.

@@ -171,7 +171,7 @@ impl<P: Payload> Shared<P> {
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
             let ready = self.ready(lane);
-            let want = (ready.running() + ready.len()).min(ls.pool.limit());
+            let want = (ready.running_on_workers() + ready.len()).min(ls.pool.limit());
             while ls.pool.workers() < want {
                 spawns.push((lane, ls.pool.add_worker()));
             }

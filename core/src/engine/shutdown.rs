@@ -61,7 +61,7 @@ impl<P: Payload> Shared<P> {
             let _ = Shared::start_workers(this, spawns);
         }
         this.wait_live_until(caller, deadline);
-        let report = Shared::stop(this, caller_op.map(|op| op.lane));
+        let report = Shared::stop(this, caller_op.map(|op| (op.lane, op.runs_inline())));
         Ok(report)
     }
 
@@ -91,9 +91,11 @@ impl<P: Payload> Shared<P> {
     }
 
     /// Stops the lanes, cancels what is still queued, and waits for the host
-    /// bridge to empty. `caller_lane`: the lane of the op calling shutdown,
-    /// which is itself inside the bridge if it is a host op.
-    fn stop(this: &Arc<Self>, caller_lane: Option<Lane>) -> ShutdownReport {
+    /// bridge to empty. `caller`: the lane of the op calling shutdown,
+    /// which is itself inside the bridge if it is a host op, and whether
+    /// its pusher runs it inline (then it runs on no worker).
+    fn stop(this: &Arc<Self>, caller: Option<(Lane, bool)>) -> ShutdownReport {
+        let caller_lane = caller.map(|c| c.0);
         let mut report = ShutdownReport::default();
         if let Ok(_section) = this.enter() {
             let mut wake = Vec::new();
@@ -146,7 +148,7 @@ impl<P: Payload> Shared<P> {
             drop(section);
             this.park(None);
         }
-        Shared::join_idle_workers(this, caller_lane.is_some());
+        Shared::join_idle_workers(this, caller.is_some_and(|(_, inline)| !inline));
         if let Ok(_section) = this.enter() {
             let mut ctl = this.control.lock();
             let _ = this.control.apply(&mut ctl, Event::Stopped);
@@ -167,7 +169,8 @@ impl<P: Payload> Shared<P> {
     /// `from_an_op`: the caller is a worker running an op of this engine;
     /// that op counts as running but its thread is not among those to join
     /// (without this, a shutdown from inside an op left one idle worker
-    /// unjoined; found by `core/tests/worker_exits.rs`).
+    /// unjoined; found by `core/tests/worker_exits.rs`). Ops their pushers
+    /// run inline are not counted: no worker runs them.
     fn join_idle_workers(this: &Arc<Self>, from_an_op: bool) {
         let mut round = 0;
         loop {
@@ -179,7 +182,7 @@ impl<P: Payload> Shared<P> {
             let running = match this.enter() {
                 Ok(_section) => Lane::ALL
                     .iter()
-                    .map(|l| this.ready(*l).running())
+                    .map(|l| this.ready(*l).running_on_workers())
                     .sum::<usize>()
                     .saturating_sub(usize::from(from_an_op)),
                 Err(_) => break,

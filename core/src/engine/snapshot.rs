@@ -55,6 +55,8 @@ struct OpCopy<P> {
     status: OpStatus,
     /// The ready-queue slot a running op was taken from.
     slot: usize,
+    /// Whether its pusher runs it inline.
+    inline: bool,
     payload: Option<P>,
 }
 
@@ -81,6 +83,7 @@ struct LaneCopy {
 struct SlotCopy {
     ready: Vec<u64>,
     running: usize,
+    inline: usize,
     paused: bool,
     stopped: bool,
 }
@@ -134,6 +137,7 @@ impl<P: Payload + Clone> Engine<P> {
                 missing: op.missing.load(Ordering::Acquire),
                 status: op.status(),
                 slot: op.slot(),
+                inline: op.runs_inline(),
                 // SAFETY: the fork gate is closed (checked above), so no
                 // thread takes a payload meanwhile.
                 payload: unsafe { op.cloned_payload() },
@@ -168,6 +172,7 @@ impl<P: Payload + Clone> Engine<P> {
                         SlotCopy {
                             ready: slot.ids(),
                             running: slot.running,
+                            inline: slot.inline,
                             paused: slot.paused,
                             stopped: slot.stopped,
                         }
@@ -248,7 +253,7 @@ impl<P: Payload + Clone> Engine<P> {
             match o.status {
                 OpStatus::Queued => {}
                 OpStatus::Running => {
-                    op.try_start(o.slot);
+                    op.try_start(o.slot, o.inline);
                 }
                 OpStatus::Done => {
                     op.try_finish();
@@ -284,6 +289,7 @@ impl<P: Payload + Clone> Engine<P> {
                     slot.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
                 }
                 slot.running = sc.running;
+                slot.inline = sc.inline;
                 slot.paused = sc.paused;
                 slot.stopped = sc.stopped;
             }

@@ -174,13 +174,18 @@ impl<P: Payload> Shared<P> {
 
     /// Marks the calling op's worker as blocked in a wait, once, and plans a
     /// stand-in worker if the lane would otherwise be short; inside a
-    /// section. Refused at the lane's stand-in cap.
+    /// section. Refused at the lane's stand-in cap. A wait inside an op run
+    /// inline by its pusher marks nothing: no worker is blocked.
     fn block_caller(&self, caller: Option<u64>, blocked: &mut Option<Lane>) -> Result<Spawns> {
         let mut spawns = Spawns::new();
         if blocked.is_some() {
             return Ok(spawns);
         }
-        let Some(lane) = caller.and_then(|c| self.live.get(c)).map(|op| op.lane) else {
+        // An op its pusher runs inline blocks no worker of the pool.
+        let on_worker = caller
+            .and_then(|c| self.live.get(c))
+            .filter(|op| !op.runs_inline());
+        let Some(lane) = on_worker.map(|op| op.lane) else {
             return Ok(spawns);
         };
         let mut ls = self.lane(lane).lock();

@@ -26,6 +26,21 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// they were.
 const SPIN_BEFORE_PARK: u32 = if MODEL_BUILD { 0 } else { 200 };
 
+/// The worker number of a pushing thread that runs its op inline, in traces
+/// ([`crate::TraceEvent::worker`]): workers are numbered from 1.
+pub(crate) const INLINE_WORKER: usize = 0;
+
+/// What a pushing thread brings to [`Shared::dispatch`].
+pub(crate) struct PushSide<P> {
+    /// Receives the completed op records a slot kept for a pusher to free
+    /// (`ready/slot.rs`, `retired`), freed once the pusher left its
+    /// section.
+    pub(crate) freed: Vec<Arc<OpCell<P>>>,
+    /// `Some(n)`: the pusher may run the op inline when its slot already
+    /// holds `n` queued ops ([`Shared::inline_from`]).
+    pub(crate) inline_from: Option<usize>,
+}
+
 impl<P: Payload> Shared<P> {
     /// Queues ready ops and wakes or plans workers; inside a section. A
     /// pushed op goes to the slot its id picks; an op made ready by a
@@ -34,15 +49,16 @@ impl<P: Payload> Shared<P> {
     /// slot (saves a queue round trip; never overtakes a queued op there).
     /// The lane lock is taken only when the pool wants it: an idle worker
     /// to wake or a worker to start (`ready/README.md`). A pusher passes
-    /// `freed`, which receives the completed op records the slot kept for
-    /// a pusher to free once it has left its section (`ready/slot.rs`,
-    /// `retired`).
+    /// its [`PushSide`]: the completed op records the slot kept for a
+    /// pusher to free once it has left its section (`ready/slot.rs`,
+    /// `retired`), and whether it may take the op to run inline (returned;
+    /// docs/DESIGN.md "Running inline").
     pub(crate) fn dispatch(
         &self,
         ops: impl IntoIterator<Item = Arc<OpCell<P>>>,
         home: Option<Home>,
         spawns: &mut Spawns,
-        mut freed: Option<&mut Vec<Arc<OpCell<P>>>>,
+        mut pusher: Option<&mut PushSide<P>>,
     ) -> Option<Arc<OpCell<P>>> {
         let mut taken = None;
         for op in ops {
@@ -53,6 +69,16 @@ impl<P: Payload> Shared<P> {
             let early = control!(WantedReadBeforeQueue) && ready.wants_worker();
             {
                 let mut slot = ready.slot(index).lock();
+                let inline_from = pusher.as_ref().and_then(|p| p.inline_from);
+                if let Some(from) = inline_from.filter(|_| taken.is_none()) {
+                    // Decided and counted under the slot lock, as a take
+                    // is: a quiesce that paused this slot is never passed
+                    // (I3).
+                    if slot.start_inline(&op, index, from) {
+                        taken = Some(op);
+                        continue;
+                    }
+                }
                 if slot.held() {
                     slot.push(op);
                     continue;
@@ -65,8 +91,8 @@ impl<P: Payload> Shared<P> {
                     continue;
                 }
                 slot.push(op);
-                if let Some(freed) = freed.as_deref_mut() {
-                    slot.take_retired(freed);
+                if let Some(pusher) = pusher.as_deref_mut() {
+                    slot.take_retired(&mut pusher.freed);
                 }
             }
             if !MODEL_BUILD {
@@ -403,10 +429,7 @@ impl<P: Payload> Shared<P> {
         lane: Lane,
         worker: usize,
     ) -> Option<Arc<OpCell<P>>> {
-        let outcome = match op.action {
-            Action::ClearPoison | Action::Delete => Outcome::Ok,
-            Action::Sync | Action::Async => Shared::run_body(this, op, lane, worker),
-        };
+        let outcome = Shared::run(this, op, lane, worker);
         let home = Home {
             lane,
             slot: this.ready(lane).home(worker),
@@ -414,6 +437,29 @@ impl<P: Payload> Shared<P> {
         match outcome {
             Outcome::Pending => None,
             outcome => Shared::finish(this, op, outcome, Some(home)).unwrap_or(None),
+        }
+    }
+
+    /// Runs an op its pusher took to run inline ([`Shared::dispatch`],
+    /// docs/DESIGN.md "Running inline") on the pushing thread, outside
+    /// every section, and completes it as a worker would. The ops its
+    /// completion makes ready are queued for the workers: the pusher goes
+    /// back to its caller.
+    pub(crate) fn run_inline(this: &Arc<Self>, op: &Arc<OpCell<P>>) {
+        let outcome = Shared::run(this, op, op.lane, INLINE_WORKER);
+        if !matches!(outcome, Outcome::Pending) {
+            // An error here is the fork gate's refusal, which only the
+            // forking thread meets; a worker ignores it the same way.
+            let _ = Shared::finish(this, op, outcome, None);
+        }
+    }
+
+    /// Runs a started op: its body, or nothing for the engine's own
+    /// actions.
+    fn run(this: &Arc<Self>, op: &Arc<OpCell<P>>, lane: Lane, worker: usize) -> Outcome {
+        match op.action {
+            Action::ClearPoison | Action::Delete => Outcome::Ok,
+            Action::Sync | Action::Async => Shared::run_body(this, op, lane, worker),
         }
     }
 

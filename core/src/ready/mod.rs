@@ -17,6 +17,7 @@
 //! |---|---|---|---|---|
 //! | op | — | queued | the grant that made it ready (`engine/worker.rs`, `dispatch`): a pusher queues on the slot its id picks, a completing worker on its home slot | I1: only granted ops queue |
 //! | op | queued | dispatched | a worker, under the slot's lock, unless the slot is `paused` or `stopped` (`Slot::take`); or a completing worker that found its home slot empty, taking the op it made ready | I3: nothing starts while a quiesce holds |
+//! | op | — | dispatched inline | its pusher, when the op is ready at its push and the slot it picks already holds `Config::run_inline_from` ops, under the slot's lock, unless the slot is `paused` or `stopped` (`Slot::start_inline`); counted in `running` and in `inline` | I3; the rule is docs/DESIGN.md "Running inline" |
 //! | op | dispatched | — | its completion, under the lock of the slot that counted it (`running` falls; its drain waiters woken) | I3: a quiesce drains |
 //! | op | queued | — | shutdown's cancel sweep or the fork child's settle ([`ReadyQueues::drain`]) | I8, I5 |
 //! | slots | dispatching | paused | a quiesce, every slot under the control and lane locks (`engine/quiesce.rs`) | I3 |

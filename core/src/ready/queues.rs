@@ -87,9 +87,15 @@ impl<P> ReadyQueues<P> {
         self.iter().all(|s| s.lock().is_empty())
     }
 
-    /// Ops taken and not complete, on every slot.
-    pub(crate) fn running(&self) -> usize {
-        self.iter().map(|s| s.lock().running).sum()
+    /// Ops taken by the lane's workers and not complete: [`Self::running`]
+    /// without those their pushers run inline.
+    pub(crate) fn running_on_workers(&self) -> usize {
+        self.iter()
+            .map(|s| {
+                let s = s.lock();
+                s.running - s.inline
+            })
+            .sum()
     }
 
     /// Pauses or resumes every slot (a quiesce; under the lane lock).
@@ -124,13 +130,16 @@ impl<P> ReadyQueues<P> {
     }
 
     /// The fork child: every slot emptied and unheld (stopped if the lane
-    /// is), nothing running but the carried op, counted in `carried`'s slot.
-    pub(crate) fn reset_in_child(&self, carried: Option<usize>, stopped: bool) {
+    /// is), nothing running but the carried op, counted in its slot
+    /// (`carried`: the slot, and whether the forking thread runs it inline).
+    pub(crate) fn reset_in_child(&self, carried: Option<(usize, bool)>, stopped: bool) {
         for (i, s) in self.iter().enumerate() {
             let mut s = s.lock();
             drop(s.drain());
             s.leak_retired();
-            s.running = usize::from(carried == Some(i));
+            let here = carried.filter(|c| c.0 == i);
+            s.running = usize::from(here.is_some());
+            s.inline = usize::from(here.is_some_and(|c| c.1));
             s.paused = false;
             s.stopped = stopped;
             s.drain_waiters.clear();

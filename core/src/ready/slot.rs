@@ -28,6 +28,10 @@ pub(crate) struct Slot<P> {
     /// token). Counted here, not where they run: the op keeps the slot's
     /// index in its state word ([`OpCell::slot`]).
     pub(crate) running: usize,
+    /// Of `running`, the ops their pushers run inline (docs/DESIGN.md
+    /// "Running inline"): counted for a quiesce like any other, but not
+    /// run by a worker of the pool.
+    pub(crate) inline: usize,
     /// A quiesce holds: nothing is taken.
     pub(crate) paused: bool,
     /// The lane has stopped: nothing is taken any more.
@@ -59,6 +63,7 @@ impl<P> Slot<P> {
         Slot {
             ready: Bands::new(),
             running: 0,
+            inline: 0,
             paused: false,
             stopped: false,
             drain_waiters: Vec::new(),
@@ -104,16 +109,30 @@ impl<P> Slot<P> {
         self.ready.len()
     }
 
-    /// Starts `op` as taken from slot `index`, unless it was cancelled
-    /// while queued: marked running and counted under this slot's lock
-    /// (I3).
+    /// Starts `op` as taken from slot `index` by a worker, unless it was
+    /// cancelled while queued: marked running and counted under this
+    /// slot's lock (I3).
     pub(crate) fn start(&mut self, op: &OpCell<P>, index: usize) -> bool {
-        if op.try_start(index) {
+        if op.try_start(index, false) {
             self.running += 1;
             true
         } else {
             false
         }
+    }
+
+    /// Starts `op`, ready and never queued, for its pusher to run inline,
+    /// if this slot (index `index`) is not held and already holds at least
+    /// `from` queued ops; counted under this slot's lock like a worker's
+    /// take (I3).
+    pub(crate) fn start_inline(&mut self, op: &OpCell<P>, index: usize, from: usize) -> bool {
+        let held = self.held() && !control!(InlineIgnoresPause);
+        if held || self.ready.len() < from || !op.try_start(index, true) {
+            return false;
+        }
+        self.running += 1;
+        self.inline += 1;
+        true
     }
 
     /// The next op to run from this slot (index `index`), unless the slot
@@ -130,9 +149,11 @@ impl<P> Slot<P> {
         Take::Empty
     }
 
-    /// One op of the slot completed: wakes the quiesces waiting for it.
-    pub(crate) fn finished(&mut self, wake: &mut Vec<Thread>) {
+    /// One op of the slot completed (`inline`: run by its pusher): wakes
+    /// the quiesces waiting for it.
+    pub(crate) fn finished(&mut self, inline: bool, wake: &mut Vec<Thread>) {
         self.running -= 1;
+        self.inline -= usize::from(inline);
         wake.append(&mut self.drain_waiters);
     }
 

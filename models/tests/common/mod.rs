@@ -222,6 +222,7 @@ pub fn config(compute: usize, host: usize, max_pending: Option<usize>) -> Config
         thread_name: "m".into(),
         worker_stack_size: None,
         max_stand_ins: forksafe_core::DEFAULT_MAX_STAND_INS,
+        run_inline_from: None,
     }
 }
 
@@ -742,5 +743,55 @@ pub fn quiesce_holds_every_slot() {
     let mut ran = w.ran();
     ran.sort_unstable();
     assert_eq!(ran, vec![1, 2, 3, 4]);
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (v): ops their pusher runs inline (`run_inline_from: Some(0)`:
+/// every op ready at its push, docs/DESIGN.md "Running inline") race a
+/// quiesce on another thread. From the quiesce's return until its guard
+/// drops no body may start (I3): a pusher starts its op under the slot's
+/// lock, as a worker's take does, so either the quiesce counts it and
+/// waits for it, or the pusher finds the slot paused and queues the op
+/// for a worker. Every op runs in the end (I2). Threads: main (pushes) +
+/// quiescer + 1 compute (started only for an op queued while the quiesce
+/// held).
+pub fn inline_run_meets_a_quiesce() {
+    let config = Config {
+        run_inline_from: Some(0),
+        ..config(1, 1, None)
+    };
+    let w = Arc::new(World::new(config, 2));
+    // A model atomic: every access is a point where the checker may switch
+    // threads.
+    let held = Arc::new(forksafe_core::sync::AtomicBool::new(false));
+    let check_held: Callback = {
+        let held = held.clone();
+        Arc::new(move || {
+            assert!(
+                !held.load(forksafe_core::sync::Ordering::SeqCst),
+                "an op ran while a quiesce held (I3)"
+            );
+        })
+    };
+    let quiescer = {
+        let (w, held) = (w.clone(), held.clone());
+        forksafe_core::sync::spawn_named("quiescer".into(), None, move || {
+            let guard = w.engine.quiesce(LONG).unwrap();
+            held.store(true, forksafe_core::sync::Ordering::SeqCst);
+            held.store(false, forksafe_core::sync::Ordering::SeqCst);
+            drop(guard);
+        })
+        .unwrap()
+    };
+    for (label, var) in [(1, 0), (2, 1)] {
+        let op = Op {
+            call: Some(check_held.clone()),
+            ..sync(step(label, &[], &[var]), Lane::Compute)
+        };
+        w.push(&op).unwrap();
+    }
+    quiescer.join().unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2]);
     w.engine.shutdown(LONG).unwrap();
 }

@@ -95,6 +95,7 @@ fn engine(max_pending: Option<usize>, max_stand_ins: usize) -> Arc<Engine<PoolJo
         thread_name: "p".into(),
         worker_stack_size: None,
         max_stand_ins,
+        run_inline_from: None,
     };
     Arc::new(Engine::new(domain, config).unwrap())
 }
