@@ -16,8 +16,9 @@
 //! the thread that moved it out of `Queued` is the only one that takes its
 //! payload. The move to `Running` also records the ready queue (slot) the
 //! op was taken from, whose `running` count its completion lowers (I3),
-//! and whether its pusher runs it inline (not a worker: a fork child that
-//! carries it has no worker more, docs/DESIGN.md "Running inline").
+//! and whether its pusher runs it inline (no worker runs it: a fork child
+//! that carries it counts no worker for it, docs/DESIGN.md "Running
+//! inline").
 //! The epoch bits change only on a fork child's only thread while it
 //! settles (I5), keeping the status and the slot.
 
