@@ -87,8 +87,8 @@ impl<P> ReadyQueues<P> {
         self.iter().all(|s| s.lock().is_empty())
     }
 
-    /// Ops taken by the lane's workers and not complete: [`Self::running`]
-    /// without those their pushers run inline.
+    /// Ops taken by the lane's workers and not complete: every slot's
+    /// `running` without the ops their pushers run inline.
     pub(crate) fn running_on_workers(&self) -> usize {
         self.iter()
             .map(|s| {

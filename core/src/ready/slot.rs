@@ -113,12 +113,7 @@ impl<P> Slot<P> {
     /// cancelled while queued: marked running and counted under this
     /// slot's lock (I3).
     pub(crate) fn start(&mut self, op: &OpCell<P>, index: usize) -> bool {
-        if op.try_start(index, false) {
-            self.running += 1;
-            true
-        } else {
-            false
-        }
+        self.start_as(op, index, false)
     }
 
     /// Starts `op`, ready and never queued, for its pusher to run inline,
@@ -127,11 +122,18 @@ impl<P> Slot<P> {
     /// take (I3).
     pub(crate) fn start_inline(&mut self, op: &OpCell<P>, index: usize, from: usize) -> bool {
         let held = self.held() && !control!(InlineIgnoresPause);
-        if held || self.ready.len() < from || !op.try_start(index, true) {
+        !held && self.ready.len() >= from && self.start_as(op, index, true)
+    }
+
+    /// Moves `op` to running, taken from slot `index` (by its pusher if
+    /// `inline`), and counts it here in the same lock hold (I3); false if
+    /// it was cancelled while queued.
+    fn start_as(&mut self, op: &OpCell<P>, index: usize, inline: bool) -> bool {
+        if !op.try_start(index, inline) {
             return false;
         }
         self.running += 1;
-        self.inline += 1;
+        self.inline += usize::from(inline);
         true
     }
 
