@@ -178,6 +178,7 @@ pub(crate) fn counted_try_enter<'a>(
 ) -> Option<Section<'a>> {
     let before = word.fetch_add(1, Ordering::Acquire);
     if before & CLOSED == 0 {
+        crate::sync::section_opened();
         return Some(Section { gate, word });
     }
     word.fetch_sub(1, Ordering::Release);

@@ -9,6 +9,11 @@
 //! and the count of open sections, so entering is one read-modify-write on
 //! a word shared only by threads of the same shard; there is no global lock
 //! on the hot path.
+//!
+//! Debug builds also count, per thread, the sections it has open, so that
+//! taking an engine lock outside every section panics
+//! (`sync/lock_order.rs`): the rule above, checked on every lock rather
+//! than only where a model's fork happens to land.
 
 #[cfg(not(loom))]
 use crate::sync::spin_step;
@@ -39,6 +44,7 @@ pub(crate) struct Section<'a> {
 
 impl Drop for Section<'_> {
     fn drop(&mut self) {
+        crate::sync::section_closed();
         let before = self.word.fetch_sub(1, Ordering::Release);
         if before & CLOSED != 0 {
             // A closer may be waiting for this section to end.
@@ -83,7 +89,10 @@ impl ForkGate {
         let mut seen = 0;
         loop {
             match word.compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Some(Section { gate: self, word }),
+                Ok(_) => {
+                    crate::sync::section_opened();
+                    return Some(Section { gate: self, word });
+                }
                 Err(now) if now & CLOSED != 0 => return None,
                 Err(now) => seen = now,
             }

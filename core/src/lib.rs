@@ -66,7 +66,11 @@
 //! while every ranked lock it holds ranks lower. Debug builds check it on
 //! every lock (`sync/lock_order.rs`), so the plain test suites check it.
 //! The fork gate's section is not a lock, but it is entered first: no thread
-//! waits at the gate while holding an engine lock.
+//! waits at the gate while holding an engine lock. The same debug builds
+//! check that every engine lock (ranks 1–6) is taken inside a section, so
+//! a fork never copies one held: taking one outside panics at once, on
+//! every schedule (the only exceptions, a fork child's settle and an engine
+//! not yet shared, say why at `sync::without_section`).
 //!
 //! | rank | lock | taken inside |
 //! |---|---|---|

@@ -86,7 +86,17 @@ impl<P> LiveIndex<P> {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
-    /// What identifies each live op pushed before `limit`, by id.
+    /// Whether any op pushed before `limit` is live: one look at each
+    /// shard's lowest id, so a `wait_all` that checks this on each wake-up
+    /// costs the same with a million ops queued as with one.
+    pub(crate) fn any_below(&self, limit: u64) -> bool {
+        self.shards
+            .iter()
+            .any(|s| s.lock().lowest().is_some_and(|l| l < limit))
+    }
+
+    /// What identifies each live op pushed before `limit`, by id: a copy
+    /// per op (names included), for reports only.
     pub(crate) fn below(&self, limit: u64) -> Vec<OpInfo> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
@@ -247,7 +257,7 @@ impl<P> LiveShard<P> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LiveShard, COMPACT_FROM};
+    use super::{LiveIndex, LiveShard, COMPACT_FROM};
     use crate::op::{bare_op, OpCell};
     use crate::sync::Arc;
     use std::collections::BTreeMap;
@@ -326,6 +336,40 @@ mod tests {
                 same(&shard, &map, probe);
             }
         }
+    }
+
+    #[test]
+    fn any_below_agrees_with_the_list_of_ops_below() {
+        // An index of no engine: no fork can copy its locks.
+        crate::sync::without_section(any_below_agrees);
+    }
+
+    fn any_below_agrees() {
+        let index: LiveIndex<()> = LiveIndex::new();
+        let limits = [0, 1, 5, 17, 40, 41, 100];
+        let check = |index: &LiveIndex<()>| {
+            for limit in limits {
+                assert_eq!(
+                    index.any_below(limit),
+                    !index.below(limit).is_empty(),
+                    "limit {limit}"
+                );
+            }
+        };
+        check(&index);
+        // Live ids spread over several shards, then removed oldest first,
+        // so the lowest live id moves past each limit in turn.
+        let live = [3, 4, 16, 17, 23, 40];
+        for id in live {
+            index.shard(id).lock().insert(id, op(id));
+        }
+        assert!(index.any_below(4) && !index.any_below(3));
+        check(&index);
+        for id in live {
+            index.shard(id).lock().remove(id);
+            check(&index);
+        }
+        assert!(!index.any_below(u64::MAX));
     }
 
     #[test]

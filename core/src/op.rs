@@ -105,26 +105,22 @@ pub(crate) enum VarList<P> {
 impl<P> VarList<P> {
     /// The vars of `reads` then `writes`.
     pub(crate) fn new(
-        reads: impl IntoIterator<Item = Arc<OpVar<P>>>,
-        writes: impl IntoIterator<Item = Arc<OpVar<P>>>,
+        reads: impl ExactSizeIterator<Item = Arc<OpVar<P>>>,
+        writes: impl ExactSizeIterator<Item = Arc<OpVar<P>>>,
     ) -> Self {
-        let uses = reads
-            .into_iter()
-            .map(|v| (v, false))
-            .chain(writes.into_iter().map(|v| (v, true)));
-        let mut uses = uses.peekable();
-        match (uses.next(), uses.peek()) {
-            (Some(only), None) => VarList::One([only]),
-            (first, _) => {
-                // Sized up front: collecting a chain would allocate room for
-                // four and shrink it, a second allocator call per op.
-                let mut many =
-                    Vec::with_capacity(usize::from(first.is_some()) + uses.size_hint().0);
-                many.extend(first);
-                many.extend(uses);
-                VarList::Many(many.into_boxed_slice())
+        let mut reads = reads.map(|v| (v, false));
+        let mut writes = writes.map(|v| (v, true));
+        let n = reads.len() + writes.len();
+        if n == 1 {
+            if let Some(only) = reads.next().or_else(|| writes.next()) {
+                return VarList::One([only]);
             }
         }
+        // Sized exactly: one allocator call per op.
+        let mut many = Vec::with_capacity(n);
+        many.extend(reads);
+        many.extend(writes);
+        VarList::Many(many.into_boxed_slice())
     }
 
     pub(crate) fn as_slice(&self) -> &[(Arc<OpVar<P>>, bool)] {
@@ -193,7 +189,14 @@ impl<P> OpCell<P> {
 
     /// Records one more var grant; true when the op became ready.
     pub(crate) fn grant(&self) -> bool {
-        self.missing.fetch_sub(1, Ordering::AcqRel) == 1
+        self.grant_many(1)
+    }
+
+    /// Records `n` grants at once (a pusher's: the vars granted at append
+    /// plus its own), in one read-modify-write; true when the op became
+    /// ready.
+    pub(crate) fn grant_many(&self, n: u32) -> bool {
+        self.missing.fetch_sub(n, Ordering::AcqRel) == n
     }
 
     /// Moves the status from `from` to `to` if it is `from`, setting the
@@ -340,7 +343,7 @@ pub(crate) fn bare_op(id: u64, epoch: u64) -> OpCell<()> {
         Priority::Normal,
         Action::Sync,
         false,
-        VarList::new(Vec::new(), Vec::new()),
+        VarList::new(std::iter::empty(), std::iter::empty()),
         0,
         None,
     )

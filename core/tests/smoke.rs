@@ -35,6 +35,56 @@ fn writes_apply_in_push_order() {
     e.wait_all().unwrap();
 }
 
+/// `wait_all_timeout` lists exactly the ops still pending below its limit
+/// (names included), and returns once they are done: the wait checks only
+/// whether any is left, and builds the list only for the report.
+#[test]
+fn wait_all_timeout_lists_what_is_left() {
+    let e = engine();
+    let vars: Vec<_> = (0..40).map(|_| e.new_var().unwrap()).collect();
+    let slot: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::new(Mutex::new(None));
+    let s = slot.clone();
+    let held = e
+        .push(
+            OpSpec::new(Job(Box::new(move |t| {
+                *s.lock().unwrap() = t;
+                Ok(())
+            })))
+            .name("held")
+            .writes(std::slice::from_ref(&vars[0]))
+            .asynchronous(),
+        )
+        .unwrap();
+    // Ops behind the held one on its var, and ops on other vars that
+    // complete: ids spread over every shard of the live index.
+    let mut behind = vec![held];
+    for (i, v) in vars.iter().enumerate() {
+        let spec = OpSpec::new(job(|| Ok(()))).name("behind");
+        let id = e.push(spec.writes(std::slice::from_ref(&vars[0]))).unwrap();
+        behind.push(id);
+        if i > 0 {
+            e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(v)))
+                .unwrap();
+        }
+    }
+    let Err(Error::Timeout { pending }) = e.wait_all_timeout(Duration::from_millis(50)) else {
+        panic!("wait_all returned with an async op pending");
+    };
+    let ids: Vec<u64> = pending.iter().map(|i| i.id).collect();
+    assert_eq!(ids, behind);
+    assert_eq!(pending[0].name, "held");
+    assert!(pending[1..].iter().all(|i| i.name == "behind"));
+    let token = loop {
+        if let Some(t) = slot.lock().unwrap().take() {
+            break t;
+        }
+        std::thread::yield_now();
+    };
+    token.complete(Ok(())).unwrap();
+    e.wait_all_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(e.pending().unwrap(), 0);
+}
+
 #[test]
 fn failure_poisons_and_propagates_until_cleared() {
     let e = engine();

@@ -57,8 +57,12 @@ impl<P: Payload> Shared<P> {
     /// Settles the engine in a fork child, once per epoch; other threads of
     /// the child wait for the settling thread (`crate::epoch`).
     pub(crate) fn settle_child(&self) {
-        self.epoch
-            .settle_once(|| self.domain.epoch(), |epoch| self.settle(epoch));
+        // The gate is closed and this is the child's only engine thread:
+        // no fork can copy the locks the settle takes outside a section.
+        self.epoch.settle_once(
+            || self.domain.epoch(),
+            |epoch| crate::sync::without_section(|| self.settle(epoch)),
+        );
     }
 
     /// Rebuilds the engine's state for the child. No section is open: the

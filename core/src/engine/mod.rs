@@ -297,7 +297,8 @@ impl<P: Payload> Engine<P> {
             ))
         });
         let ready = Lane::ALL.map(|lane| {
-            let wanted = lanes[lane.index()].lock().pool.wanted();
+            // Nobody else can reach this engine yet: no fork copies it.
+            let wanted = crate::sync::without_section(|| lanes[lane.index()].lock().pool.wanted());
             ReadyQueues::new(config.workers(lane), wanted)
         });
         let shared = Arc::new(Shared {

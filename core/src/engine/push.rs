@@ -154,20 +154,23 @@ impl<P: Payload> Shared<P> {
         }
         // Otherwise accepted (perhaps already cancelled by the sweep, which
         // waits for these var locks before it releases the op's uses).
+        let mut granted = 0;
         for (g, (_, write)) in guards.iter_mut().zip(&locked) {
             if action == Action::Delete {
                 g.deleted = true;
             }
-            if g.append(&op, *write) {
-                op.grant();
-            }
+            granted += u32::from(g.append(&op, *write));
         }
         drop(guards);
-        // The pusher's own grant: the op may run only once it is on every
-        // var's queue and in the live index.
+        // The grants of the vars that were free, with the pusher's own, in
+        // one step: the op may run only once it is on every var's queue and
+        // in the live index. Until this step no other grant can bring the
+        // count to zero (the pusher's own is still missing), so applying
+        // the append grants here rather than under the var locks changes
+        // nothing another thread can see.
         let mut spawns = Spawns::new();
         let mut inline = None;
-        if op.grant() {
+        if op.grant_many(granted + 1) {
             inline = this.dispatch(std::iter::once(op), None, &mut spawns, Some(&mut pusher));
         }
         drop(section);

@@ -244,8 +244,16 @@ impl<P: Payload + Clone> Engine<P> {
                 o.action,
                 o.run_on_error,
                 VarList::new(
-                    o.reads.iter().map(find).collect::<Result<Vec<_>>>()?,
-                    o.writes.iter().map(find).collect::<Result<Vec<_>>>()?,
+                    o.reads
+                        .iter()
+                        .map(find)
+                        .collect::<Result<Vec<_>>>()?
+                        .into_iter(),
+                    o.writes
+                        .iter()
+                        .map(find)
+                        .collect::<Result<Vec<_>>>()?
+                        .into_iter(),
                 ),
                 o.missing,
                 o.payload.clone(),

@@ -115,8 +115,19 @@ impl<P: Payload> Shared<P> {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };
-            let pending = this.live.below(limit);
-            if pending.is_empty() {
+            // Only whether any is left: the list of them (a copy of each
+            // op's name) is made only for a timeout's report.
+            let done = !this.live.any_below(limit);
+            let expired = if done {
+                None
+            } else {
+                this.wait_expired(deadline, || this.live.below(limit))
+            };
+            // The ops left may all have completed between the check and
+            // the report: then the wait is over, not timed out.
+            let done =
+                done || matches!(&expired, Some(Error::Timeout { pending }) if pending.is_empty());
+            if done {
                 let errors = std::mem::take(&mut this.control.lock().errors);
                 break if errors.is_empty() {
                     Ok(())
@@ -124,7 +135,7 @@ impl<P: Payload> Shared<P> {
                     Err(Error::OpsFailed(errors))
                 };
             }
-            if let Some(e) = this.wait_expired(deadline, || pending) {
+            if let Some(e) = expired {
                 break Err(e);
             }
             if let Err(e) = Shared::block(this, section, caller, &mut blocked, deadline) {

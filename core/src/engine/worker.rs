@@ -308,10 +308,10 @@ impl<P: Payload> Shared<P> {
                 },
             };
             next = Shared::execute(&this, &op, lane, index);
-            // Model builds free here, as they always did. Host-lane records
-            // too: a host payload left in one (a body refused by the fork
-            // gate never takes it) may be dropped only through the bridge.
-            if MODEL_BUILD || lane == Lane::Host {
+            // Host-lane records are freed here: a host payload left in one
+            // (a body refused by the fork gate never takes it) may be
+            // dropped only through the bridge.
+            if lane == Lane::Host {
                 continue;
             }
             // The pusher that allocated it frees it (`ready/slot.rs`,
@@ -319,12 +319,17 @@ impl<P: Payload> Shared<P> {
             retired.push(op);
             if retired.len() >= RETIRED_BATCH {
                 // Inside a section, as every slot lock is taken (I5: a
-                // fork never copies a slot lock held; the plain test
+                // fork never copies a slot lock held). The plain test
                 // `fork_again_in_child` caught the first version, which
-                // took it outside).
+                // took it outside; the models could not (a fork lands
+                // inside a critical section only at a checker's switch
+                // point, and this one has none), and now every plain
+                // debug test does (`sync/lock_order.rs`).
                 if let Ok(_section) = this.enter() {
                     this.ready(lane).retire(home, &mut retired);
                 }
+                // Those the slot did not keep are freed here, outside the
+                // section.
                 retired.clear();
             }
         }

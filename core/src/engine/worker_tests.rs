@@ -29,6 +29,14 @@ fn domain() -> &'static ForkDomain {
     Box::leak(Box::new(ForkDomain::new()))
 }
 
+/// Runs `f`, which reads or changes `e`'s state directly, inside a
+/// fork-gate section, as engine code does (debug builds check that every
+/// engine lock is taken in one).
+fn in_section<P: Payload, R>(e: &Engine<P>, f: impl FnOnce() -> R) -> R {
+    let _section = e.shared.enter().expect("no fork is in progress");
+    f()
+}
+
 /// `Engine::new` starts the lanes' workers, so a size the OS refuses is
 /// an error there, and the half-built engine leaves its domain.
 #[test]
@@ -63,17 +71,14 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
     for pushed in 1..=3 {
         e.push(OpSpec::new(Noop).writes(std::slice::from_ref(&v)))
             .unwrap();
-        let lane = e.shared.lane(Lane::Compute).lock();
-        assert_eq!(lane.pool.workers(), 0, "after push {pushed}");
-        assert_eq!(
-            lane.pool.spawned(),
-            pushed,
-            "start attempts after push {pushed}"
-        );
-        assert!(
-            e.shared.ready(Lane::Compute).is_empty(),
-            "an op stayed queued with no worker"
-        );
+        let (workers, spawned, empty) = in_section(&e, || {
+            let lane = e.shared.lane(Lane::Compute).lock();
+            let empty = e.shared.ready(Lane::Compute).is_empty();
+            (lane.pool.workers(), lane.pool.spawned(), empty)
+        });
+        assert_eq!(workers, 0, "after push {pushed}");
+        assert_eq!(spawned, pushed, "start attempts after push {pushed}");
+        assert!(empty, "an op stayed queued with no worker");
     }
     match e.wait_all_timeout(Duration::from_secs(5)) {
         Err(Error::OpsFailed(errs)) => {
@@ -209,9 +214,12 @@ fn a_retired_stand_in_is_recalled_for_the_next_wait() {
     let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
     assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
     let compute = || {
-        let ls = e.shared.lane(Lane::Compute).lock();
-        (ls.pool.workers(), ls.pool.threads(), ls.pool.spawned())
+        in_section(&e, || {
+            let ls = e.shared.lane(Lane::Compute).lock();
+            (ls.pool.workers(), ls.pool.threads(), ls.pool.spawned())
+        })
     };
+    let idle = || in_section(&e, || e.shared.lane(Lane::Compute).lock().pool.idle_len());
     assert!(
         eventually(|| compute() == (1, 2, 2)),
         "no spare after the first wait: {:?}",
@@ -220,21 +228,11 @@ fn a_retired_stand_in_is_recalled_for_the_next_wait() {
     // The counted worker parks idle; the spare never does (it waits to be
     // recalled). Looked at again after a while: a spare that left its
     // wait early would have registered as idle by then.
-    assert!(eventually(|| e
-        .shared
-        .lane(Lane::Compute)
-        .lock()
-        .pool
-        .idle_len()
-        == 1));
+    assert!(eventually(|| idle() == 1));
     for round in 0..200 {
         crate::sync::pause_briefly(round);
     }
-    assert_eq!(
-        e.shared.lane(Lane::Compute).lock().pool.idle_len(),
-        1,
-        "a spare registered as idle"
-    );
+    assert_eq!(idle(), 1, "a spare registered as idle");
     assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
     assert_eq!(compute().2, 2, "a new thread started instead of the spare");
     assert!(compute().1 <= 2);
@@ -253,14 +251,14 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     let q = e.quiesce(BOUND).unwrap();
     e.push(OpSpec::new(Job::new(|_| Ok(())))).unwrap();
     // Unpaused by hand, so only the free worker keeps the op queued.
-    e.shared.ready(Lane::Compute).set_paused(false);
+    in_section(&e, || e.shared.ready(Lane::Compute).set_paused(false));
     assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
-        e.shared.ready(Lane::Compute).len(),
+        in_section(&e, || e.shared.ready(Lane::Compute).len()),
         1,
         "failed with a free worker"
     );
-    e.shared.ready(Lane::Compute).set_paused(true);
+    in_section(&e, || e.shared.ready(Lane::Compute).set_paused(true));
     drop(q);
     e.wait_all_timeout(BOUND).unwrap();
 
@@ -273,14 +271,14 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     e.push(OpSpec::new(job)).unwrap();
     assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
-        e.shared.ready(Lane::Compute).len(),
+        in_section(&e, || e.shared.ready(Lane::Compute).len()),
         1,
         "failed while paused"
     );
     // Not paused: it fails, and its payload is dropped.
-    e.shared.ready(Lane::Compute).set_paused(false);
+    in_section(&e, || e.shared.ready(Lane::Compute).set_paused(false));
     let _ = Shared::fail_unrunnable(&e.shared, Lane::Compute, "test");
-    assert_eq!(e.shared.ready(Lane::Compute).len(), 0);
+    assert_eq!(in_section(&e, || e.shared.ready(Lane::Compute).len()), 0);
     assert!(
         dropped.load(Ordering::SeqCst),
         "the failed op's payload leaked"

@@ -5,7 +5,7 @@
 
 use super::bands::Bands;
 use crate::op::OpCell;
-use crate::sync::{Arc, Thread};
+use crate::sync::{Arc, Thread, MODEL_BUILD};
 
 /// What a worker found when it looked for an op.
 pub(crate) enum Take<P> {
@@ -43,20 +43,21 @@ pub(crate) struct Slot<P> {
     /// its section: an op record is allocated by its pusher, and freed
     /// there its memory goes back to that thread's allocator cache instead
     /// of crossing threads on every op (1.03-1.16x on the benchmarks,
-    /// BENCHMARKS.md). Production builds only; at most [`RETIRED_MAX`]
-    /// records. A fork child leaks what it inherited here, as it leaks the
+    /// BENCHMARKS.md). At most [`RETIRED_MAX`] records. A fork child leaks what it inherited here, as it leaks the
     /// payloads of lost ops (I5): a record's payload is normally gone, but
     /// one whose body the fork gate refused still holds it.
     retired: Vec<Arc<OpCell<P>>>,
 }
 
 /// Most op records a slot keeps for a pusher to free; past it workers free
-/// their own.
-pub(crate) const RETIRED_MAX: usize = 256;
+/// their own. Model builds keep two, so a model of a few ops reaches the
+/// full slot too.
+pub(crate) const RETIRED_MAX: usize = if MODEL_BUILD { 2 } else { 256 };
 
 /// Records a worker collects before it hands them to its home slot, and
-/// that a slot collects before a pusher takes them.
-pub(crate) const RETIRED_BATCH: usize = 32;
+/// that a slot collects before a pusher takes them. One in model builds:
+/// every completion of a model's compute op goes through the hand-back.
+pub(crate) const RETIRED_BATCH: usize = if MODEL_BUILD { 1 } else { 32 };
 
 impl<P> Slot<P> {
     pub(crate) fn new() -> Self {

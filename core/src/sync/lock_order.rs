@@ -11,6 +11,21 @@
 //! keeps debug assertions on) checks the order on every lock it takes.
 //! Release builds and model builds keep nothing and check nothing: the
 //! field and the thread-local do not exist there.
+//!
+//! The same builds check the fork gate's rule (docs/DESIGN.md, "The fork
+//! gate"): every engine lock (every rank but [`LockRank::Leaf`] and
+//! [`LockRank::Unranked`]) is taken inside a fork-gate section, so a fork,
+//! which waits for open sections, never copies one held. Each thread
+//! counts the sections it has open; taking an engine lock with none open
+//! panics, on every schedule, where the models' fork-point check finds the
+//! mistake only when a fork happens to land inside the lock (and loom and
+//! shuttle never switch threads inside a critical section that takes no
+//! other lock and touches no atomic). The few places that take engine
+//! locks while no fork can happen (a fork child's settle, with the gate
+//! closed; an engine nobody else can reach yet) say so with
+//! [`without_section`]. The count is per thread, not per engine: a section
+//! of one engine lets its thread take another engine's locks unchecked
+//! (no engine code does; engines never call each other under a lock).
 
 /// Where a lock stands in the lock order: lower ranks are taken first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -40,13 +55,54 @@ pub enum LockRank {
     Unranked = 8,
 }
 
+impl LockRank {
+    /// Whether locks of this rank are engine state a fork copies: taken
+    /// only inside a fork-gate section.
+    #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
+    fn needs_section(self) -> bool {
+        !matches!(self, LockRank::Leaf | LockRank::Unranked)
+    }
+}
+
 #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
 mod checked {
     use super::LockRank;
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
 
     std::thread_local! {
         static HELD: RefCell<Vec<LockRank>> = const { RefCell::new(Vec::new()) };
+        /// Fork-gate sections this thread has open, plus the
+        /// [`without_section`] scopes it is in.
+        static SECTIONS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The calling thread opened a fork-gate section.
+    pub(crate) fn section_opened() {
+        SECTIONS.with(|n| n.set(n.get() + 1));
+    }
+
+    /// The calling thread closed a fork-gate section.
+    pub(crate) fn section_closed() {
+        let _ = SECTIONS.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
+
+    /// Runs `f`, whose engine locks are taken where no fork can copy them
+    /// (say why at the call): a fork child's settle, with the gate closed
+    /// and no other thread; an engine not yet shared.
+    pub(crate) fn without_section<R>(f: impl FnOnce() -> R) -> R {
+        section_opened();
+        let closer = Closer;
+        let r = f();
+        drop(closer);
+        r
+    }
+
+    /// Closes the scope of [`without_section`] on unwind too.
+    struct Closer;
+    impl Drop for Closer {
+        fn drop(&mut self) {
+            section_closed();
+        }
     }
 
     /// Records that the calling thread takes a lock of `rank`; panics if it
@@ -54,6 +110,14 @@ mod checked {
     pub(crate) fn acquire(rank: LockRank) {
         if rank == LockRank::Unranked {
             return;
+        }
+        if rank.needs_section() {
+            let open = SECTIONS.try_with(|n| n.get()).unwrap_or(0);
+            assert!(
+                open > 0,
+                "an engine lock ({rank:?}) taken outside a fork-gate section: a fork could copy \
+                 it held (docs/DESIGN.md, \"The fork gate\")"
+            );
         }
         HELD.with(|held| {
             let mut held = held.borrow_mut();
@@ -86,51 +150,110 @@ mod checked {
 }
 
 #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
-pub(crate) use checked::{acquire, release};
+pub(crate) use checked::{acquire, release, section_closed, section_opened, without_section};
+
+/// Release and model builds: nothing is counted.
+#[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
+#[inline(always)]
+pub(crate) fn section_opened() {}
+
+/// Release and model builds: nothing is counted.
+#[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
+#[inline(always)]
+pub(crate) fn section_closed() {}
+
+/// Release and model builds: runs `f`.
+#[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
+#[inline(always)]
+pub(crate) fn without_section<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
 
 #[cfg(all(test, debug_assertions, not(any(loom, shuttle))))]
 mod tests {
-    use super::LockRank;
+    use super::{without_section, LockRank};
     use crate::sync::Mutex;
+
+    // Locks of no engine: each test takes them as if inside a section.
 
     #[test]
     fn locks_taken_in_rank_order_pass() {
-        let var = Mutex::ranked(0, LockRank::Var);
-        let var2 = Mutex::ranked(0, LockRank::Var);
-        let lane = Mutex::ranked(0, LockRank::Lane);
-        let a = var.lock();
-        let b = var2.lock();
-        let c = lane.lock();
-        drop((a, b, c));
-        // Released in any order, the record is empty again.
-        let c = lane.lock();
-        drop(c);
-        let _a = var.lock();
+        without_section(|| {
+            let var = Mutex::ranked(0, LockRank::Var);
+            let var2 = Mutex::ranked(0, LockRank::Var);
+            let lane = Mutex::ranked(0, LockRank::Lane);
+            let a = var.lock();
+            let b = var2.lock();
+            let c = lane.lock();
+            drop((a, b, c));
+            // Released in any order, the record is empty again.
+            let c = lane.lock();
+            drop(c);
+            let _a = var.lock();
+        });
     }
 
     #[test]
     #[should_panic(expected = "lock order violated: a Control lock taken while a Lane lock")]
     fn a_lock_taken_out_of_order_panics() {
-        let ctl = Mutex::ranked(0, LockRank::Control);
-        let lane = Mutex::ranked(0, LockRank::Lane);
-        let _l = lane.lock();
-        let _c = ctl.lock();
+        without_section(|| {
+            let ctl = Mutex::ranked(0, LockRank::Control);
+            let lane = Mutex::ranked(0, LockRank::Lane);
+            let _l = lane.lock();
+            let _c = ctl.lock();
+        });
     }
 
     #[test]
     #[should_panic(expected = "a Lane lock taken while a Lane lock")]
     fn two_locks_of_one_rank_other_than_var_panic() {
-        let a = Mutex::ranked(0, LockRank::Lane);
-        let b = Mutex::ranked(0, LockRank::Lane);
-        let _a = a.lock();
-        let _b = b.lock();
+        without_section(|| {
+            let a = Mutex::ranked(0, LockRank::Lane);
+            let b = Mutex::ranked(0, LockRank::Lane);
+            let _a = a.lock();
+            let _b = b.lock();
+        });
     }
 
     #[test]
     fn unranked_locks_are_not_checked() {
+        without_section(|| {
+            let gil = Mutex::new(0);
+            let lane = Mutex::ranked(0, LockRank::Lane);
+            let _l = lane.lock();
+            let _g = gil.lock();
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "an engine lock (Slot) taken outside a fork-gate section")]
+    fn an_engine_lock_outside_a_section_panics() {
+        let slot = Mutex::ranked(0, LockRank::Slot);
+        let _s = slot.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "an engine lock (Var) taken outside a fork-gate section")]
+    fn a_try_lock_outside_a_section_panics_too() {
+        let var = Mutex::ranked(0, LockRank::Var);
+        let _v = var.try_lock();
+    }
+
+    #[test]
+    fn leaf_and_unranked_locks_need_no_section() {
+        let leaf = Mutex::ranked(0, LockRank::Leaf);
         let gil = Mutex::new(0);
-        let lane = Mutex::ranked(0, LockRank::Lane);
-        let _l = lane.lock();
-        let _g = gil.lock();
+        drop((leaf.lock(), gil.lock()));
+    }
+
+    #[test]
+    fn the_scope_ends_with_its_closure() {
+        without_section(|| drop(Mutex::ranked(0, LockRank::Lane).lock()));
+        let after = std::panic::catch_unwind(|| drop(Mutex::ranked(0, LockRank::Lane).lock()));
+        assert!(after.is_err(), "the exemption outlived its scope");
+        // And on unwind out of the scope.
+        let _ = std::panic::catch_unwind(|| without_section(|| panic!("inside")));
+        let after = std::panic::catch_unwind(|| drop(Mutex::ranked(0, LockRank::Lane).lock()));
+        assert!(after.is_err(), "an unwinding scope left the exemption on");
     }
 }
