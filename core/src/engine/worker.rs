@@ -296,6 +296,21 @@ impl<P: Payload> Shared<P> {
     }
 
     fn worker_main(this: Arc<Self>, lane: Lane, index: usize) {
+        if ABORT_ON_ENGINE_BUG {
+            let run = catch_unwind(AssertUnwindSafe(|| Shared::worker_loop(this, lane, index)));
+            if let Err(panic) = run {
+                if crate::sync::is_debug_check_failure(&panic_message(&*panic)) {
+                    abort_on_check_failure(&*panic);
+                }
+                // Any other panic ends this thread as it always did.
+                std::panic::resume_unwind(panic);
+            }
+        } else {
+            Shared::worker_loop(this, lane, index);
+        }
+    }
+
+    fn worker_loop(this: Arc<Self>, lane: Lane, index: usize) {
         let mut next = None;
         let home = this.ready(lane).home(index);
         let mut retired = Vec::new();
@@ -568,6 +583,29 @@ impl<P: Payload> Shared<P> {
             Lane::Host => std::mem::forget(payload),
         }
     }
+}
+
+/// Debug builds outside the models: when a debug check of the sync facade
+/// fires on a worker (the lock order, an engine lock taken outside a
+/// fork-gate section, `sync/lock_order.rs`), the worker aborts the process,
+/// so a test fails at once, where a dead worker would leave it waiting for
+/// ever for the ops the worker would have run. Other panics outside a body
+/// end the worker's thread as before. (Aborting on every such panic was
+/// tried: the simulated fork children of `core/tests/fork_steps.rs` keep
+/// the parent's worker threads, which a real child does not have, and one
+/// of them leaving the child's reset pool underflows its count.)
+const ABORT_ON_ENGINE_BUG: bool = cfg!(all(debug_assertions, not(any(loom, shuttle))));
+
+/// Writes the panic to the process's stderr (not to a test's captured
+/// output, which the abort would lose) and aborts.
+fn abort_on_check_failure(panic: &(dyn std::any::Any + Send)) -> ! {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "forksafe: a debug check failed on a worker: {}; aborting",
+        panic_message(panic)
+    );
+    std::process::abort()
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

@@ -115,8 +115,9 @@ mod checked {
             let open = SECTIONS.try_with(|n| n.get()).unwrap_or(0);
             assert!(
                 open > 0,
-                "an engine lock ({rank:?}) taken outside a fork-gate section: a fork could copy \
-                 it held (docs/DESIGN.md, \"The fork gate\")"
+                "an engine lock ({rank:?}) {}: a fork could copy it held (docs/DESIGN.md, \
+                 \"The fork gate\")",
+                super::SECTION_FAILURE
             );
         }
         HELD.with(|held| {
@@ -125,8 +126,9 @@ mod checked {
                 let nests = top < rank || (top == rank && rank == LockRank::Var);
                 assert!(
                     nests,
-                    "lock order violated: a {rank:?} lock taken while a {top:?} lock is held \
-                     (forksafe-core's crate docs, \"Lock order\")"
+                    "{}: a {rank:?} lock taken while a {top:?} lock is held (forksafe-core's \
+                     crate docs, \"Lock order\")",
+                    super::ORDER_FAILURE
                 );
             }
             held.push(rank);
@@ -151,6 +153,17 @@ mod checked {
 
 #[cfg(all(debug_assertions, not(any(loom, shuttle))))]
 pub(crate) use checked::{acquire, release, section_closed, section_opened, without_section};
+
+/// The start of the lock-order check's panic message.
+const ORDER_FAILURE: &str = "lock order violated";
+/// A part of the section check's panic message.
+const SECTION_FAILURE: &str = "taken outside a fork-gate section";
+
+/// Whether a panic message is one of these checks' (a worker aborts on
+/// them, `engine/worker.rs`).
+pub(crate) fn is_debug_check_failure(message: &str) -> bool {
+    message.starts_with(ORDER_FAILURE) || message.contains(SECTION_FAILURE)
+}
 
 /// Release and model builds: nothing is counted.
 #[cfg(not(all(debug_assertions, not(any(loom, shuttle)))))]
@@ -244,6 +257,30 @@ mod tests {
         let leaf = Mutex::ranked(0, LockRank::Leaf);
         let gil = Mutex::new(0);
         drop((leaf.lock(), gil.lock()));
+    }
+
+    #[test]
+    fn a_worker_recognises_each_checks_failure() {
+        for (rank, needs_section) in [(LockRank::Slot, true), (LockRank::Lane, false)] {
+            let msg = std::panic::catch_unwind(|| {
+                let outer = Mutex::ranked(0, LockRank::Slot);
+                let inner = Mutex::ranked(0, rank);
+                if needs_section {
+                    drop(inner.lock());
+                } else {
+                    without_section(|| {
+                        let _o = outer.lock();
+                        let _i = inner.lock();
+                    });
+                }
+            })
+            .expect_err("the check fired");
+            let msg = msg.downcast_ref::<String>().expect("a formatted message");
+            assert!(super::is_debug_check_failure(msg), "{msg}");
+        }
+        assert!(!super::is_debug_check_failure(
+            "attempt to subtract with overflow"
+        ));
     }
 
     #[test]

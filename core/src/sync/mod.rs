@@ -70,7 +70,9 @@ pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
 
 mod lock_order;
 pub use lock_order::LockRank;
-pub(crate) use lock_order::{section_closed, section_opened, without_section};
+pub(crate) use lock_order::{
+    is_debug_check_failure, section_closed, section_opened, without_section,
+};
 
 mod data_cell;
 pub use data_cell::{DataCell, DataMut, DataRef};
