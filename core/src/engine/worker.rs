@@ -296,11 +296,12 @@ impl<P: Payload> Shared<P> {
     }
 
     fn worker_main(this: Arc<Self>, lane: Lane, index: usize) {
-        if ABORT_ON_ENGINE_BUG {
+        if ABORT_ON_CHECK_FAILURE {
             let run = catch_unwind(AssertUnwindSafe(|| Shared::worker_loop(this, lane, index)));
             if let Err(panic) = run {
-                if crate::sync::is_debug_check_failure(&panic_message(&*panic)) {
-                    abort_on_check_failure(&*panic);
+                let message = panic_message(&*panic);
+                if crate::sync::is_debug_check_failure(&message) {
+                    abort_on_check_failure(&message);
                 }
                 // Any other panic ends this thread as it always did.
                 std::panic::resume_unwind(panic);
@@ -594,16 +595,15 @@ impl<P: Payload> Shared<P> {
 /// tried: the simulated fork children of `core/tests/fork_steps.rs` keep
 /// the parent's worker threads, which a real child does not have, and one
 /// of them leaving the child's reset pool underflows its count.)
-const ABORT_ON_ENGINE_BUG: bool = cfg!(all(debug_assertions, not(any(loom, shuttle))));
+const ABORT_ON_CHECK_FAILURE: bool = cfg!(all(debug_assertions, not(any(loom, shuttle))));
 
-/// Writes the panic to the process's stderr (not to a test's captured
-/// output, which the abort would lose) and aborts.
-fn abort_on_check_failure(panic: &(dyn std::any::Any + Send)) -> ! {
+/// Writes the check's panic message to the process's stderr (not to a
+/// test's captured output, which the abort would lose) and aborts.
+fn abort_on_check_failure(message: &str) -> ! {
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr(),
-        "forksafe: a debug check failed on a worker: {}; aborting",
-        panic_message(panic)
+        "forksafe: a debug check failed on a worker: {message}; aborting"
     );
     std::process::abort()
 }

@@ -43,9 +43,10 @@ pub(crate) struct Slot<P> {
     /// its section: an op record is allocated by its pusher, and freed
     /// there its memory goes back to that thread's allocator cache instead
     /// of crossing threads on every op (1.03-1.16x on the benchmarks,
-    /// BENCHMARKS.md). At most [`RETIRED_MAX`] records. A fork child leaks what it inherited here, as it leaks the
-    /// payloads of lost ops (I5): a record's payload is normally gone, but
-    /// one whose body the fork gate refused still holds it.
+    /// BENCHMARKS.md). At most [`RETIRED_MAX`] records. A fork child leaks
+    /// what it inherited here, as it leaks the payloads of lost ops (I5): a
+    /// record's payload is normally gone, but one whose body the fork gate
+    /// refused still holds it.
     retired: Vec<Arc<OpCell<P>>>,
 }
 

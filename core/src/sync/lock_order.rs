@@ -91,10 +91,8 @@ mod checked {
     /// and no other thread; an engine not yet shared.
     pub(crate) fn without_section<R>(f: impl FnOnce() -> R) -> R {
         section_opened();
-        let closer = Closer;
-        let r = f();
-        drop(closer);
-        r
+        let _scope = Closer;
+        f()
     }
 
     /// Closes the scope of [`without_section`] on unwind too.
