@@ -115,6 +115,13 @@ pub enum Mutant {
     /// quiesce holds the slot: the body runs after the quiesce returned
     /// (breaks I3 for ops run inline, docs/DESIGN.md "Running inline").
     InlineIgnoresPause,
+    /// A completion marks its op gone and then reads whether a `wait_all`
+    /// caller waits on it with no SeqCst fence between: a waiter that
+    /// recorded the op and then saw it still live, and a completion that
+    /// saw no waiter, both park or move on, and the waiter sleeps for ever
+    /// (the store-buffering lost wake-up, `live.rs`; breaks I2). Weak
+    /// memory: loom only (shuttle runs sequentially consistent).
+    CompletionSkipsFence,
 }
 
 crate::sync::os_thread_local! {

@@ -15,7 +15,8 @@
 //! - **I2** exactly-once completion: the op's status (`OpStatus`) moves
 //!   forward only (`op.rs`), completion (`engine/complete.rs`),
 //!   [`CompletionToken`] (`engine/token.rs`); no accepted op is forgotten:
-//!   the live index (`live.rs`) and the waiters (`engine/waiters.rs`); no
+//!   the live index (`live.rs`), the op's gone bit (`op.rs`) and the
+//!   waiters (`engine/waiters.rs`); no
 //!   accepted op is stranded without a worker: the worker pool (`pool.rs`)
 //!   and its start-failure path (`engine/worker.rs`).
 //! - **I3** quiesce: [`QuiesceGuard`], the control state
@@ -77,7 +78,7 @@
 //! | — | fork-gate section (`gate.rs`) | nothing: entered first |
 //! | 1 | a var's state (`var.rs`), several only in var-id order (push) | a section |
 //! | 2 | a live-index shard (`live.rs`), one at a time | a push's var locks |
-//! | 3 | the `wait_all` waiters | a live shard (completion) |
+//! | 3 | the `wait_all` waiters | a push's var locks (a push refused by a shutdown) |
 //! | 4 | the control state (lifecycle, errors, push waiters) | a section |
 //! | 5 | a lane (worker pool, flags), one at a time | control (pause, resume) |
 //! | 6 | a ready-queue slot (`ready/slot.rs`), one at a time | a lane (pause, stop, fork child) |

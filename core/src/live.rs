@@ -1,38 +1,81 @@
-//! The live-op index (I2, I5): every accepted, not yet completed op, by
-//! id, in shards picked by `id % shards` so completions on different
-//! workers rarely share a lock. Within a shard, ids come in sequence, so
-//! the recent ops sit in a ring of slots indexed by id (one word per op, no
-//! node per op); ops that stay live while many later ones complete move to
-//! an ordered map, so a long-lived op never keeps the ring long.
+//! The live set (I2, I5): every accepted op whose completion has not yet
+//! been applied in full. Nothing in it is touched per op by two cores:
+//!
+//! - A push appends its op to the pushing thread's own shard (picked by
+//!   [`thread_shard`], so one thread always uses one shard, and the shard's
+//!   lock and records stay in that thread's cache).
+//! - A completion does not touch the index. As the last step of its
+//!   section it marks the op *gone* in the op's own state word
+//!   ([`OpCell::mark_gone`]) and wakes the `wait_all` callers blocked on
+//!   that op (`engine/waiters.rs`).
+//! - The records of gone ops are dropped lazily, by whoever next looks at
+//!   the shard: its pusher, every [`TRIM_EVERY`] pushes (from the front:
+//!   records are in id order and most ops end in about that order), a
+//!   `wait_all` or shutdown scan (from the front), and a sweep of the whole
+//!   shard once it has doubled since the last sweep (a long-lived op at the
+//!   front keeps the front trim from reaching the rest).
+//!
+//! What the index is asked — which live op below a limit a `wait_all`
+//! waits on next, which ones are left, every live op for a fork child or
+//! shutdown — is answered by scanning the shards and reading records' gone
+//! bits: rare calls pay, the per-op path does not.
 //!
 //! # State
 //!
-//! An op is *live* from the moment its pusher inserts it (under all its
-//! var locks, so ids enter in push order per var) until its completion or
-//! cancel removes it; nothing else moves it:
+//! A record is *listed live*, then *listed gone*, then *dropped*:
 //!
 //! | from | to | who | serves |
 //! |---|---|---|---|
-//! | — | live | the pusher, in a section (`engine/push.rs`) | I2: `wait_all` and shutdown see every accepted op |
-//! | live | gone | the thread that ended the op (`engine/complete.rs`), which then wakes `wait_all` waiters past it | I2 |
-//! | live | gone | the fork child's settle: every inherited op but the carried one is lost (`engine/fork.rs`) | I5 |
+//! | — | listed live | the pusher, in a section, under its var locks, before the state check (`engine/push.rs`) | I2: `wait_all` and shutdown see every accepted op |
+//! | listed live | listed gone | the thread that ended the op, last in its completion's section ([`OpCell::mark_gone`] in `engine/complete.rs`), then it wakes the waiters blocked on the op | I2: a waiter that sees *gone* sees the completion's effects |
+//! | listed live | listed gone | the fork child's settle: every inherited op but the carried one is lost (`engine/fork.rs`) | I5 |
+//! | listed gone | dropped | whoever next trims the shard: its pusher, a scan, a sweep | flat memory |
 //!
-//! A fork copies the index consistently: every change happens in a
-//! fork-gate section, and prepare waits for open sections.
+//! A shard holds at most [`TRIM_EVERY`] records more than it held live at
+//! its pusher's last trim, and at most twice the live records it had at its
+//! last sweep (at least [`SWEEP_FROM`]), so memory follows the pending ops
+//! and stays flat in a long run. A fork copies the index consistently:
+//! every change happens in a fork-gate section, and prepare waits for open
+//! sections.
+//!
+//! # Why a waiter is never left asleep
+//!
+//! A `wait_all` caller scans, finds a live op below its limit (its
+//! *blocker*), records that op's id in its registration, and then — after a
+//! SeqCst fence — reads the op's gone bit once more; it parks only if the
+//! op is still live. A completion sets the gone bit, then — after a SeqCst
+//! fence — reads the waiters' registrations and wakes the ones blocked on
+//! its op. With a fence on both sides, at least one of the two sees the
+//! other's write (the store-buffering pattern): either the waiter sees the
+//! op gone and scans again, or the completion sees the waiter and wakes
+//! it. The loom control `CompletionSkipsFence` removes the completion's
+//! fence and loom finds the lost wake-up.
 
 use crate::op::{OpCell, OpStatus};
 use crate::op_info::OpInfo;
-use crate::sync::{Arc, CachePadded, LockRank, Mutex, MODEL_BUILD};
-use std::collections::{BTreeMap, VecDeque};
+use crate::sync::{thread_shard, Arc, CachePadded, LockRank, Mutex, MODEL_BUILD};
+use std::collections::VecDeque;
 
 /// Shards of the index in production builds (one in model builds, where
-/// more shards only multiply the interleavings without adding behaviour).
+/// every thread shares one shard and more would only multiply the
+/// interleavings).
 const SHARDS: usize = if MODEL_BUILD { 1 } else { 16 };
+
+/// A pusher trims its shard's front once every this many pushes: each
+/// trim reads the state words of the ops it passes, which their workers
+/// wrote, so trimming in batches reads each once, long after it ended.
+pub(crate) const TRIM_EVERY: usize = if MODEL_BUILD { 1 } else { 64 };
+
+/// Below this many records a shard is never swept. The same in model
+/// builds, whose few ops never reach it: a sweep is one thread's work under
+/// the shard lock (unit-tested below), and reading every record's gone bit
+/// on each push multiplied the executions loom explores without adding a
+/// behaviour.
+pub(crate) const SWEEP_FROM: usize = 1024;
 
 /// The live ops of an engine (see the module's `# State`).
 pub(crate) struct LiveIndex<P> {
-    /// Padded: a pusher inserts into one shard while a worker removes from
-    /// the next; unpadded, neighbouring shards shared cache lines.
+    /// Padded: each belongs to the threads that push into it.
     shards: Box<[CachePadded<Mutex<LiveShard<P>>>]>,
 }
 
@@ -40,22 +83,14 @@ impl<P> LiveIndex<P> {
     pub(crate) fn new() -> Self {
         LiveIndex {
             shards: (0..SHARDS)
-                .map(|_| {
-                    CachePadded::new(Mutex::ranked(
-                        LiveShard::new(SHARDS as u64),
-                        LockRank::LiveShard,
-                    ))
-                })
+                .map(|_| CachePadded::new(Mutex::ranked(LiveShard::new(), LockRank::LiveShard)))
                 .collect(),
         }
     }
 
-    /// The shard op `id` lives in.
-    pub(crate) fn shard(&self, id: u64) -> &Mutex<LiveShard<P>> {
-        // `SHARDS` is 1 in model builds.
-        #[allow(clippy::modulo_one)]
-        let shard = (id as usize) % SHARDS;
-        &self.shards[shard]
+    /// Lists `op` as live in the calling thread's shard; inside a section.
+    pub(crate) fn insert(&self, op: Arc<OpCell<P>>) {
+        self.shards[thread_shard(SHARDS)].lock().insert(op);
     }
 
     /// Model builds: the shards' locks, for the fork-point check.
@@ -66,16 +101,16 @@ impl<P> LiveIndex<P> {
             .map(|s| &**s as &dyn crate::sync::ForkWatched)
     }
 
-    /// The live op `id`, if it has not completed.
+    /// The live op `id`, if it is listed and not gone.
     pub(crate) fn get(&self, id: u64) -> Option<Arc<OpCell<P>>> {
-        self.shard(id).lock().get(id).cloned()
+        self.shards.iter().find_map(|s| s.lock().get(id).cloned())
     }
 
     /// Every live op, by id.
     pub(crate) fn all(&self) -> Vec<Arc<OpCell<P>>> {
         let mut ops: Vec<Arc<OpCell<P>>> = Vec::new();
         for shard in self.shards.iter() {
-            ops.extend(shard.lock().iter().cloned());
+            ops.extend(shard.lock().live().cloned());
         }
         ops.sort_by_key(|op| op.id);
         ops
@@ -83,16 +118,30 @@ impl<P> LiveIndex<P> {
 
     /// How many ops are live.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards.iter().map(|s| s.lock().live().count()).sum()
     }
 
-    /// Whether any op pushed before `limit` is live: one look at each
-    /// shard's lowest id, so a `wait_all` that checks this on each wake-up
-    /// costs the same with a million ops queued as with one.
-    pub(crate) fn any_below(&self, limit: u64) -> bool {
-        self.shards
-            .iter()
-            .any(|s| s.lock().lowest().is_some_and(|l| l < limit))
+    /// A live op pushed before `limit`, other than `except`, if any: the
+    /// one a waiter for everything below `limit` waits on next. The newest
+    /// such op of the first shard that has one: ops end in about push
+    /// order, so the newest is about the last to end, and the waiter is
+    /// woken about once per shard instead of once per op (waiting on the
+    /// oldest woke it at nearly every completion: `BENCHMARKS.md`). Trims
+    /// each shard's front on the way, and looks back from `limit`, so a
+    /// `wait_all` with a million ops queued reads a few records per
+    /// wake-up, not every op.
+    pub(crate) fn first_below(&self, limit: u64, except: Option<u64>) -> Option<Arc<OpCell<P>>> {
+        self.shards.iter().find_map(|s| {
+            let mut shard = s.lock();
+            shard.trim();
+            let end = shard.records.partition_point(|op| op.id < limit);
+            shard
+                .records
+                .range(..end)
+                .rev()
+                .find(|op| Some(op.id) != except && !op.is_gone())
+                .cloned()
+        })
     }
 
     /// What identifies each live op pushed before `limit`, by id: a copy
@@ -100,7 +149,9 @@ impl<P> LiveIndex<P> {
     pub(crate) fn below(&self, limit: u64) -> Vec<OpInfo> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().below(limit).map(|op| op.info()));
+            let shard = shard.lock();
+            let below = shard.live().take_while(|op| op.id < limit);
+            out.extend(below.map(|op| op.info()));
         }
         out.sort_by_key(|i| i.id);
         out
@@ -111,7 +162,7 @@ impl<P> LiveIndex<P> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
-            let running = shard.iter().filter(|op| op.is(OpStatus::Running));
+            let running = shard.live().filter(|op| op.is(OpStatus::Running));
             out.extend(running.map(|op| op.info()));
         }
         out.sort_by_key(|i| i.id);
@@ -119,145 +170,75 @@ impl<P> LiveIndex<P> {
     }
 }
 
-/// Below this length the ring is never compacted.
-const COMPACT_FROM: usize = 1024;
-
-/// The live ops of one shard. Its ids are all `≡ r (mod stride)` for one
-/// `r` (the engine picks the shard by `id % stride`), so `id / stride`
-/// numbers them without gaps.
+/// The records of one shard: its live ops and the gone ones not yet
+/// dropped, in id order.
 pub(crate) struct LiveShard<P> {
-    /// The number of shards.
-    stride: u64,
-    /// `id / stride` of the op in `recent[0]`.
-    base: u64,
-    /// Slots for `id / stride = base, base + 1, …`; the first, if any, is
-    /// live.
-    recent: VecDeque<Option<Arc<OpCell<P>>>>,
-    /// Live ops in `recent`.
-    in_recent: usize,
-    /// Live ops below the ring (`id / stride < base`): inserted out of
-    /// order, or moved out of the ring's front by compaction.
-    older: BTreeMap<u64, Arc<OpCell<P>>>,
+    records: VecDeque<Arc<OpCell<P>>>,
+    /// The next push trims once `records` is this long.
+    trim_at: usize,
+    /// The next trim sweeps the whole shard once `records` is this long.
+    sweep_at: usize,
 }
 
 impl<P> LiveShard<P> {
-    /// An empty shard of `stride` shards.
-    pub(crate) fn new(stride: u64) -> Self {
+    pub(crate) fn new() -> Self {
         LiveShard {
-            stride: stride.max(1),
-            base: 0,
-            recent: VecDeque::new(),
-            in_recent: 0,
-            older: BTreeMap::new(),
+            records: VecDeque::new(),
+            trim_at: TRIM_EVERY,
+            sweep_at: SWEEP_FROM,
         }
     }
 
-    /// The ring slot of `id`, if the ring covers it.
-    fn slot(&self, id: u64) -> Option<usize> {
-        let k = (id / self.stride).checked_sub(self.base)?;
-        usize::try_from(k).ok().filter(|&k| k < self.recent.len())
-    }
-
-    /// Adds live op `id`.
-    pub(crate) fn insert(&mut self, id: u64, op: Arc<OpCell<P>>) {
-        let key = id / self.stride;
-        if self.recent.is_empty() {
-            if self
-                .older
-                .last_key_value()
-                .is_some_and(|(&last, _)| id <= last)
-            {
-                self.older.insert(id, op);
-            } else {
-                self.base = key;
-                self.recent.push_back(Some(op));
-                self.in_recent = 1;
+    /// Adds `op`, keeping id order: one thread's ops come in id order, but
+    /// two threads sharing a shard may arrive the other way round.
+    pub(crate) fn insert(&mut self, op: Arc<OpCell<P>>) {
+        if self.records.len() >= self.trim_at {
+            self.trim();
+        }
+        match self.records.back() {
+            Some(last) if last.id > op.id => {
+                let at = self.records.partition_point(|r| r.id < op.id);
+                self.records.insert(at, op);
             }
-            return;
-        }
-        let Some(k) = key
-            .checked_sub(self.base)
-            .and_then(|k| usize::try_from(k).ok())
-        else {
-            self.older.insert(id, op);
-            return;
-        };
-        if k >= self.recent.len() {
-            self.recent.resize(k + 1, None);
-        }
-        if self.recent[k].replace(op).is_none() {
-            self.in_recent += 1;
-        }
-        self.compact();
-    }
-
-    /// Removes live op `id`, returning it.
-    pub(crate) fn remove(&mut self, id: u64) -> Option<Arc<OpCell<P>>> {
-        let Some(k) = self.slot(id) else {
-            return self.older.remove(&id);
-        };
-        let op = self.recent[k].take()?;
-        self.in_recent -= 1;
-        self.drop_empty_front();
-        // Give back what a burst of pending ops grew, a little at a time.
-        if self.recent.capacity() > COMPACT_FROM && self.recent.len() * 4 < self.recent.capacity() {
-            self.recent.shrink_to(self.recent.len() * 2);
-        }
-        Some(op)
-    }
-
-    fn drop_empty_front(&mut self) {
-        while let Some(None) = self.recent.front() {
-            self.recent.pop_front();
-            self.base += 1;
+            _ => self.records.push_back(op),
         }
     }
 
-    /// Keeps a long ring at most twice as long as its live ops: moves the
-    /// front's live ops to the map and drops its empty slots.
-    fn compact(&mut self) {
-        while self.recent.len() > COMPACT_FROM && self.recent.len() > 2 * self.in_recent {
-            if let Some(Some(op)) = self.recent.pop_front() {
-                self.in_recent -= 1;
-                self.older.insert(op.id, op);
-            }
-            self.base += 1;
+    /// Drops the gone records at the front, and every gone record once the
+    /// shard has doubled since the last sweep; gives back room a drained
+    /// burst left.
+    pub(crate) fn trim(&mut self) {
+        while self.records.front().is_some_and(|op| op.is_gone()) {
+            self.records.pop_front();
         }
-        self.drop_empty_front();
+        if self.records.len() >= self.sweep_at {
+            self.records.retain(|op| !op.is_gone());
+            self.sweep_at = SWEEP_FROM.max(2 * self.records.len());
+        }
+        let len = self.records.len();
+        if self.records.capacity() > SWEEP_FROM && len * 4 < self.records.capacity() {
+            self.records.shrink_to(SWEEP_FROM.max(2 * len));
+        }
+        self.trim_at = len + TRIM_EVERY;
     }
 
-    /// Live op `id`, if any.
+    /// The live op `id`, if any (records are in id order).
     pub(crate) fn get(&self, id: u64) -> Option<&Arc<OpCell<P>>> {
-        match self.slot(id) {
-            Some(k) => self.recent[k].as_ref(),
-            None => self.older.get(&id),
-        }
-    }
-
-    /// The lowest live id.
-    pub(crate) fn lowest(&self) -> Option<u64> {
-        self.iter().next().map(|op| op.id)
-    }
-
-    /// How many ops are live.
-    pub(crate) fn len(&self) -> usize {
-        self.in_recent + self.older.len()
+        let at = self.records.partition_point(|r| r.id < id);
+        self.records
+            .get(at)
+            .filter(|op| op.id == id && !op.is_gone())
     }
 
     /// The live ops in id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<OpCell<P>>> {
-        self.older.values().chain(self.recent.iter().flatten())
-    }
-
-    /// The live ops with an id below `limit`, in id order.
-    pub(crate) fn below(&self, limit: u64) -> impl Iterator<Item = &Arc<OpCell<P>>> {
-        self.iter().take_while(move |op| op.id < limit)
+    pub(crate) fn live(&self) -> impl Iterator<Item = &Arc<OpCell<P>>> {
+        self.records.iter().filter(|op| !op.is_gone())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{LiveIndex, LiveShard, COMPACT_FROM};
+    use super::{LiveIndex, LiveShard, SWEEP_FROM, TRIM_EVERY};
     use crate::op::{bare_op, OpCell};
     use crate::sync::Arc;
     use std::collections::BTreeMap;
@@ -270,18 +251,16 @@ mod tests {
         ops.map(|op| op.id).collect()
     }
 
-    /// Checks every query of `shard` against the same ops in a map.
-    fn same(shard: &LiveShard<()>, map: &BTreeMap<u64, Arc<OpCell<()>>>, probe: u64) {
-        assert_eq!(shard.len(), map.len());
-        assert_eq!(shard.lowest(), map.keys().next().copied());
-        assert_eq!(ids(shard.iter()), map.keys().copied().collect::<Vec<_>>());
-        assert_eq!(
-            ids(shard.below(probe)),
-            map.range(..probe).map(|(k, _)| *k).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            shard.get(probe).map(|op| op.id),
-            map.get(&probe).map(|op| op.id)
+    /// The bound of the module's `# State`: a shard holds at most
+    /// `TRIM_EVERY` records more than the larger of `SWEEP_FROM` and twice
+    /// its live ops at the last sweep; checked against the most live ops
+    /// the test ever had, which bounds both.
+    fn bounded(shard: &LiveShard<()>, most_live: usize) {
+        let bound = SWEEP_FROM.max(2 * most_live) + TRIM_EVERY + 1;
+        assert!(
+            shard.records.len() <= bound,
+            "{} records",
+            shard.records.len()
         );
     }
 
@@ -294,216 +273,132 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for stride in [1, 3, 16] {
-            let residue = stride / 2;
-            let mut shard = LiveShard::new(stride);
-            let mut map: BTreeMap<u64, Arc<OpCell<()>>> = BTreeMap::new();
-            let mut next_key = 0;
-            // Keys handed out but not inserted yet: pushes that took an id
-            // and have not reached the index.
-            let mut late: Vec<u64> = Vec::new();
-            for step in 0..20_000 {
-                let roll = next() % 100;
-                let id = if roll < 45 {
-                    next_key += 1;
-                    if next() % 8 == 0 {
-                        late.push(next_key * stride + residue);
-                        continue;
-                    }
-                    next_key * stride + residue
-                } else if roll < 50 && !late.is_empty() {
-                    late.swap_remove(0)
-                } else {
-                    // Remove a live op: mostly an old one, sometimes any.
-                    let live: Vec<u64> = map.keys().copied().collect();
-                    if live.is_empty() {
-                        continue;
-                    }
-                    let pick = if next() % 4 == 0 {
-                        live[(next() as usize) % live.len()]
-                    } else {
-                        live[(next() as usize) % live.len().min(8)]
-                    };
-                    let removed = shard.remove(pick).map(|op| op.id);
-                    assert_eq!(removed, map.remove(&pick).map(|op| op.id), "step {step}");
-                    assert_eq!(shard.remove(pick).map(|op| op.id), None);
-                    same(&shard, &map, pick);
+        let mut shard = LiveShard::new();
+        let mut map: BTreeMap<u64, Arc<OpCell<()>>> = BTreeMap::new();
+        let mut next_id = 0;
+        let mut most_live = 0;
+        // Ids taken by a push that has not listed its op yet (another
+        // thread sharing the shard): they arrive out of order.
+        let mut late: Vec<u64> = Vec::new();
+        for step in 0..40_000 {
+            let roll = next() % 100;
+            if roll < 45 {
+                next_id += 1;
+                if next() % 8 == 0 {
+                    late.push(next_id);
                     continue;
+                }
+                let o = op(next_id);
+                shard.insert(o.clone());
+                map.insert(next_id, o);
+            } else if roll < 50 && !late.is_empty() {
+                let id = late.swap_remove(0);
+                let o = op(id);
+                shard.insert(o.clone());
+                map.insert(id, o);
+            } else {
+                // An op ends: mostly an old one, sometimes any.
+                let live: Vec<u64> = map.keys().copied().collect();
+                if live.is_empty() {
+                    continue;
+                }
+                let pick = if next() % 4 == 0 {
+                    live[(next() as usize) % live.len()]
+                } else {
+                    live[(next() as usize) % live.len().min(8)]
                 };
-                shard.insert(id, op(id));
-                map.insert(id, op(id));
-                let probe = (next() % (next_key + 2)) * stride + residue;
-                same(&shard, &map, probe);
+                if let Some(o) = map.remove(&pick) {
+                    o.mark_gone();
+                }
+                if next() % 16 == 0 {
+                    shard.trim();
+                }
             }
+            most_live = most_live.max(map.len());
+            assert_eq!(ids(shard.live()), map.keys().copied().collect::<Vec<_>>());
+            let probe = next() % (next_id + 2);
+            assert_eq!(
+                shard.get(probe).map(|o| o.id),
+                map.get(&probe).map(|o| o.id),
+                "step {step}"
+            );
+            bounded(&shard, most_live);
         }
     }
 
     #[test]
-    fn any_below_agrees_with_the_list_of_ops_below() {
-        // An index of no engine: no fork can copy its locks.
-        crate::sync::without_section(any_below_agrees);
+    fn a_long_lived_op_does_not_keep_the_shard_long() {
+        let mut shard = LiveShard::new();
+        shard.insert(op(0));
+        for id in 1..100_000 {
+            let o = op(id);
+            shard.insert(o.clone());
+            o.mark_gone();
+            bounded(&shard, 2);
+        }
+        assert_eq!(ids(shard.live()), vec![0]);
     }
 
-    fn any_below_agrees() {
+    #[test]
+    fn a_drained_burst_gives_its_room_back() {
+        let mut shard = LiveShard::new();
+        let burst: Vec<_> = (0..100_000).map(op).collect();
+        for o in &burst {
+            shard.insert(o.clone());
+        }
+        for o in &burst {
+            o.mark_gone();
+        }
+        drop(burst);
+        // Within `TRIM_EVERY` pushes the pusher trims.
+        let after: Vec<u64> = (100_000..100_000 + TRIM_EVERY as u64).collect();
+        for &id in &after {
+            shard.insert(op(id));
+        }
+        assert_eq!(ids(shard.live()), after);
+        assert!(shard.records.len() <= 2 * TRIM_EVERY);
+        assert!(shard.records.capacity() <= 4 * SWEEP_FROM);
+    }
+
+    #[test]
+    fn first_below_finds_what_a_waiter_waits_for() {
+        // An index of no engine: no fork can copy its locks.
+        crate::sync::without_section(first_below_checks);
+    }
+
+    fn first_below_checks() {
         let index: LiveIndex<()> = LiveIndex::new();
-        let limits = [0, 1, 5, 17, 40, 41, 100];
+        let limits = [0, 1, 5, 17, 40, 41, 100, u64::MAX];
         let check = |index: &LiveIndex<()>| {
             for limit in limits {
-                assert_eq!(
-                    index.any_below(limit),
-                    !index.below(limit).is_empty(),
-                    "limit {limit}"
-                );
+                let below = index.below(limit);
+                let first = index.first_below(limit, None).map(|o| o.id);
+                assert_eq!(first.is_some(), !below.is_empty(), "limit {limit}");
+                assert!(first.is_none_or(|f| below.iter().any(|i| i.id == f)));
+                // With the only op below excepted, nothing is left.
+                if let [only] = below.as_slice() {
+                    assert!(index.first_below(limit, Some(only.id)).is_none());
+                }
             }
         };
         check(&index);
-        // Live ids spread over several shards, then removed oldest first,
-        // so the lowest live id moves past each limit in turn.
-        let live = [3, 4, 16, 17, 23, 40];
-        for id in live {
-            index.shard(id).lock().insert(id, op(id));
+        let live: Vec<_> = [3, 4, 16, 17, 23, 40].into_iter().map(op).collect();
+        for o in &live {
+            index.insert(o.clone());
         }
-        assert!(index.any_below(4) && !index.any_below(3));
+        assert_eq!(index.len(), live.len());
+        assert_eq!(index.get(17).map(|o| o.id), Some(17));
+        assert_eq!(index.first_below(4, None).map(|o| o.id), Some(3));
+        assert!(index.first_below(3, None).is_none());
         check(&index);
-        for id in live {
-            index.shard(id).lock().remove(id);
+        // They end oldest first, so the lowest live id passes each limit
+        // in turn.
+        for o in &live {
+            o.mark_gone();
+            assert!(index.get(o.id).is_none());
             check(&index);
         }
-        assert!(!index.any_below(u64::MAX));
-    }
-
-    #[test]
-    fn a_long_lived_op_does_not_keep_the_ring_long() {
-        let mut shard = LiveShard::new(1);
-        shard.insert(0, op(0));
-        for id in 1..100_000 {
-            shard.insert(id, op(id));
-            shard.remove(id);
-            assert!(
-                shard.recent.len() <= COMPACT_FROM + 1,
-                "ring of {}",
-                shard.recent.len()
-            );
-            // A short ring is never compacted.
-            assert_eq!(shard.older.is_empty(), id < COMPACT_FROM as u64, "op {id}");
-        }
-        assert_eq!(ids(shard.iter()), vec![0]);
-        assert_eq!((shard.len(), shard.lowest()), (1, Some(0)));
-        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
-    }
-
-    #[test]
-    fn a_ring_that_jumps_ahead_past_a_long_lived_op_is_compacted() {
-        let mut shard = LiveShard::new(1);
-        shard.insert(0, op(0));
-        // Ids 1..2000 are taken by pushes that have not reached the index.
-        for id in 2000..10_000 {
-            shard.insert(id, op(id));
-            shard.remove(id);
-            assert!(
-                shard.recent.len() <= COMPACT_FROM + 1,
-                "ring of {}",
-                shard.recent.len()
-            );
-        }
-        assert_eq!((shard.len(), shard.lowest()), (1, Some(0)));
-    }
-
-    #[test]
-    fn only_a_ring_less_than_half_live_is_compacted() {
-        let n = 4 * COMPACT_FROM as u64;
-        // Half live: kept as it is.
-        let mut shard = LiveShard::new(1);
-        for id in 0..n {
-            shard.insert(id, op(id));
-        }
-        for id in (1..n).step_by(2) {
-            shard.remove(id);
-        }
-        shard.insert(n, op(n));
-        assert!(shard.older.is_empty());
-        // A third live: the front moves to the map until half is live.
-        let mut shard = LiveShard::new(1);
-        for id in 0..n {
-            shard.insert(id, op(id));
-            if id % 3 != 0 {
-                shard.remove(id);
-            }
-        }
-        assert!(!shard.older.is_empty());
-        // Short, or at most twice as long as its live ops at the last insert.
-        assert!(shard.recent.len() <= COMPACT_FROM.max(2 * shard.in_recent) + 2);
-        assert_eq!(shard.len(), (0..n).filter(|id| id % 3 == 0).count());
-    }
-
-    #[test]
-    fn the_ring_gives_room_back_only_when_mostly_empty() {
-        // A small ring keeps its room.
-        let mut shard = LiveShard::new(1);
-        for id in 0..1000 {
-            shard.insert(id, op(id));
-        }
-        let small = shard.recent.capacity();
-        for id in 0..1000 {
-            shard.remove(id);
-        }
-        assert_eq!(shard.recent.capacity(), small);
-        // A large one keeps it while a quarter or more is in use, then
-        // gives back at most down to twice its length.
-        let mut shard = LiveShard::new(1);
-        for id in 0..100_000 {
-            shard.insert(id, op(id));
-        }
-        let mut shrinks = 0;
-        for id in 0..100_000 {
-            let before = shard.recent.capacity();
-            shard.remove(id);
-            let (len, after) = (shard.recent.len(), shard.recent.capacity());
-            if len * 4 >= before {
-                assert_eq!(after, before, "shrank at {len} of {before}");
-            } else if after != before {
-                shrinks += 1;
-                assert!(
-                    after >= 2 * len && after < before,
-                    "{before} -> {after} at {len}"
-                );
-            }
-        }
-        assert!(shrinks > 0);
-        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
-    }
-
-    #[test]
-    fn a_late_op_below_moved_ones_stays_in_order() {
-        let mut shard = LiveShard::new(1);
-        for id in 0..3000 {
-            if id == 3 {
-                continue; // taken, not yet inserted
-            }
-            shard.insert(id, op(id));
-            if id != 0 && id != 5 {
-                shard.remove(id);
-            }
-        }
-        assert!(shard.recent.is_empty());
-        shard.insert(3, op(3));
-        assert_eq!(ids(shard.iter()), vec![0, 3, 5]);
-        assert_eq!(ids(shard.below(4)), vec![0, 3]);
-        assert_eq!(shard.remove(3).map(|op| op.id), Some(3));
-        shard.insert(3000, op(3000));
-        assert_eq!(ids(shard.iter()), vec![0, 5, 3000]);
-    }
-
-    #[test]
-    fn a_drained_burst_gives_its_ring_back() {
-        let mut shard = LiveShard::new(1);
-        for id in 0..100_000 {
-            shard.insert(id, op(id));
-        }
-        for id in 0..100_000 {
-            shard.remove(id);
-        }
-        assert_eq!(shard.len(), 0);
-        assert!(shard.recent.capacity() <= 4 * COMPACT_FROM);
+        assert!(index.first_below(u64::MAX, None).is_none());
+        assert_eq!((index.len(), index.all().len()), (0, 0));
     }
 }

@@ -21,6 +21,12 @@
 //! inline").
 //! The epoch bits change only on a fork child's only thread while it
 //! settles (I5), keeping the status and the slot.
+//!
+//! One more bit, *gone*, is set after `Done`, at the end of the
+//! completion's (or cancel's) section, once the vars, errors and lane
+//! counts show the op's end ([`OpCell::mark_gone`]): the live set
+//! (`live.rs`) is the pushed ops not yet gone, and `wait_all` returns only
+//! for gone ops, so it never sees a half-applied completion (I2).
 
 use crate::error::{OpError, OpErrorKind};
 use crate::op_info::{Lane, OpInfo, Priority};
@@ -91,8 +97,12 @@ const SLOT: u64 = ((1 << SLOT_BITS) - 1) << STATUS_BITS;
 const INLINE: u64 = 1 << (STATUS_BITS + SLOT_BITS);
 /// The bits that say where a started op was taken from and who runs it.
 const TAKEN: u64 = SLOT | INLINE;
+/// Set once a done op has left the live set: its completion has applied
+/// everything it does (vars, errors, lane counts), so a `wait_all` that sees
+/// it may return (I2; `live.rs`).
+const GONE: u64 = 1 << (STATUS_BITS + SLOT_BITS + 1);
 /// Where the epoch starts in the state word.
-const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS + 1;
+const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS + 2;
 
 /// The vars of an accepted op, reads first, in the order given, each with
 /// whether the op writes it: one var without an allocation, more in one
@@ -252,6 +262,19 @@ impl<P> OpCell<P> {
         self.change_status(OpStatus::Queued, OpStatus::Done, None)
     }
 
+    /// Marks a done op as gone from the live set, once its completion has
+    /// applied everything it does: the last step of a completion or cancel,
+    /// in its section (`live.rs`'s `# State`).
+    pub(crate) fn mark_gone(&self) {
+        self.state.fetch_or(GONE, Ordering::Release);
+    }
+
+    /// Whether the op has left the live set ([`OpCell::mark_gone`]); what
+    /// its completion did happens before a `true` here.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state.load(Ordering::Acquire) & GONE != 0
+    }
+
     /// The status now.
     pub(crate) fn status(&self) -> OpStatus {
         OpStatus::from_bits(self.state.load(Ordering::Acquire))
@@ -269,7 +292,7 @@ impl<P> OpCell<P> {
     /// Moves the op to fork epoch `epoch`, keeping its status; only on a
     /// fork child's only thread, while it settles.
     pub(crate) fn set_epoch(&self, epoch: u64) {
-        let kept = self.state.load(Ordering::Acquire) & (STATUS | TAKEN);
+        let kept = self.state.load(Ordering::Acquire) & (STATUS | TAKEN | GONE);
         self.state
             .store(epoch << EPOCH_SHIFT | kept, Ordering::Release);
     }
@@ -377,15 +400,22 @@ mod tests {
         assert_eq!(running.epoch(), 4);
         assert_eq!(running.try_finish(), None);
         assert_eq!(running.slot(), 1023);
+        // Gone only when marked, and a new epoch keeps it (a fork copies
+        // only whole completions).
+        assert!(!running.is_gone());
+        running.mark_gone();
+        running.set_epoch(5);
+        assert!(running.is_gone() && running.is(OpStatus::Done));
+        assert_eq!((running.epoch(), running.slot()), (5, 1023));
     }
 
     /// The slot a start records is the one its completion finds, and a
     /// cancel leaves it alone (I3: the right slot's `running` falls).
     #[test]
     fn a_start_records_its_slot() {
-        let a = op(u64::MAX >> 13);
+        let a = op(u64::MAX >> 14);
         assert!(a.try_start(5, false));
-        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 13));
+        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 14));
         assert!(!a.runs_inline());
         assert!(!a.try_start(6, true));
         assert_eq!((a.slot(), a.runs_inline()), (5, false));

@@ -276,6 +276,7 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::WantedReadBeforeQueue,
         Mutant::PauseFirstSlotOnly,
         Mutant::InlineIgnoresPause,
+        Mutant::CompletionSkipsFence,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -302,6 +303,7 @@ fn scenario(m: Mutant) -> fn() {
         }
         Mutant::PauseFirstSlotOnly => pause_first_slot_only,
         Mutant::InlineIgnoresPause => inline_ignores_pause,
+        Mutant::CompletionSkipsFence => completion_skips_fence,
         // The fork participants' controls run from loom_participants.rs.
         Mutant::TrustLatePrepare
         | Mutant::SkipParticipantParent
@@ -330,6 +332,26 @@ fn pause_first_slot_only() {
 /// quiescer + 1 compute.
 fn inline_ignores_pause() {
     check("inline_run_meets_a_quiesce", inline_run_meets_a_quiesce);
+}
+
+/// (w) A `wait_all` and the completion it waits on, nothing else between
+/// them: with the mutant the completion can read "nobody waits" while the
+/// waiter reads "still live" (store buffering), and the waiter parks for
+/// ever. Threads: main + 1 compute.
+///
+/// Bound 3 (at least): the lost wake-up needs the completion preempted
+/// between its gone mark and its read, and the waiter between its record
+/// and its look (loom finds it at 3, not at 2).
+fn completion_skips_fence() {
+    let mut b = builder();
+    b.preemption_bound = Some(bound().max(3));
+    check_with("wait_all_meets_its_completion", b, || {
+        let w = World::new(config(1, 1, None), 1);
+        w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+        w.engine.wait_all().unwrap();
+        assert_eq!(w.ran(), vec![1]);
+        w.engine.shutdown(LONG).unwrap();
+    });
 }
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
@@ -363,6 +385,7 @@ fn mutant_run() {
         "WantedReadBeforeQueue" => Mutant::WantedReadBeforeQueue,
         "PauseFirstSlotOnly" => Mutant::PauseFirstSlotOnly,
         "InlineIgnoresPause" => Mutant::InlineIgnoresPause,
+        "CompletionSkipsFence" => Mutant::CompletionSkipsFence,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));
@@ -639,4 +662,15 @@ fn caught_inline_ignores_pause() {
 #[test]
 fn sound_inline_ignores_pause() {
     inline_ignores_pause();
+}
+
+#[test]
+fn caught_completion_skips_fence() {
+    let msg = caught(Mutant::CompletionSkipsFence);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_completion_skips_fence() {
+    completion_skips_fence();
 }

@@ -154,21 +154,24 @@ fn sound_push_waits_for_quiesce() {
 }
 
 /// (d) A child that re-runs an inherited op. An async op handed to a
-/// completer that only completes it after the fork guarantees one pending
-/// op (and its dependent) at the fork point. Also the scenario of (e): the
-/// completer may complete during the fork window, and the child forks
-/// again at the end.
+/// completer, and its dependent, a host op: main holds the host lock from
+/// before the pushes until after the fork, so the host op is pending at
+/// the fork point on every schedule (the engine never waits for it there:
+/// H2). Also the scenario of (e): the completer may complete during the
+/// fork window, and the child forks again at the end.
 fn child_rerun() {
     let mut w = World::new(config(1, 1, None), 2);
     let completers = w.start_completers(&[1]);
     let w = Arc::new(w);
     let a = op(1, &[], &[0], Mode::Handoff(0), Lane::Compute);
     let b = op(2, &[0], &[1], Mode::Sync, Lane::Host);
+    w.gil.lock().acquire();
     let mut pushed = vec![(w.push(&a).unwrap(), a), (w.push(&b).unwrap(), b)];
     w.domain.prepare();
     assert_eq!(w.engine.pending(), Err(Error::ForkInProgress));
     let snap: ForkSnapshot<Job> = w.engine.fork_snapshot(&w.vars).unwrap();
     w.domain.parent();
+    w.gil.lock().release();
     for t in completers {
         t.join().unwrap();
     }

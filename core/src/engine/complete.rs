@@ -154,7 +154,7 @@ impl<P: Payload> Shared<P> {
                     .lock()
                     .finished(op.runs_inline(), &mut wake);
             }
-            this.forget_live(op.id, &mut wake);
+            this.leave_live(op, &mut wake);
             this.release_reservation();
             this.dispatch(ready, worker, &mut spawns, None)
         };
@@ -198,13 +198,12 @@ impl<P: Payload> Shared<P> {
         }
     }
 
-    /// Takes a completed op out of the live index and wakes `wait_all`
-    /// callers that may now return; inside a section.
-    pub(crate) fn forget_live(&self, id: u64, wake: &mut Vec<Thread>) {
-        let mut shard = self.live.shard(id).lock();
-        shard.remove(id);
-        // Read under the shard lock: a waiter registers before it scans the
-        // shards, so either it sees this removal or this load sees it.
-        self.waiters.wake_all_past(shard.lowest(), wake);
+    /// Marks a completed op gone from the live set, its completion applied
+    /// in full, and wakes the `wait_all` callers blocked on it; the last
+    /// step of a completion's section (`live.rs`, "Why a waiter is never
+    /// left asleep").
+    pub(crate) fn leave_live(&self, op: &OpCell<P>, wake: &mut Vec<Thread>) {
+        op.mark_gone();
+        self.waiters.wake_gone(op.id, wake);
     }
 }

@@ -146,6 +146,6 @@ impl<P: Payload> Shared<P> {
         // Waiters of the parent are gone; ops granted here are lost too.
         drop(waiters);
         drop(granted);
-        self.live.shard(op.id).lock().remove(op.id);
+        op.mark_gone();
     }
 }

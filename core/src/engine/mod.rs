@@ -37,7 +37,7 @@ use crate::host::{HostBridge, NoHost};
 use crate::lifecycle::State;
 use crate::live::LiveIndex;
 use crate::op_info::Lane;
-use crate::ready::{LaneState, ReadyQueues};
+use crate::ready::{LaneState, ReadyQueues, SpinHint};
 use crate::spec::Var;
 use crate::sync::{
     Arc, AtomicU64, AtomicUsize, CachePadded, Clock, Exits, LockRank, Mutex, Ordering, Tally,
@@ -168,11 +168,9 @@ pub(crate) struct Shared<P: Payload> {
     /// Each lane's ready queues, one per configured worker, each with its
     /// own lock: a push and a completion touch one of them.
     pub(crate) ready: [ReadyQueues<P>; 2],
-    /// Production builds: bumped each time an op is queued on a lane, so a
-    /// worker about to park can spin on it for a moment first (a hint only;
-    /// every decision is taken again under the slots' locks).
-    /// Padded: written by every dispatch, spun on by idle workers.
-    pub(crate) queued_gen: [CachePadded<AtomicUsize>; 2],
+    /// Production builds: each lane's spin hint, written per op only while
+    /// one of its workers spins (`ready/spin_hint.rs`).
+    pub(crate) spin_hints: [SpinHint; 2],
     /// Lifecycle state, quiesce holds, errors, push waiters.
     pub(crate) control: ControlCell,
     /// Every accepted, not yet completed op (I2, I5).
@@ -310,10 +308,7 @@ impl<P: Payload> Engine<P> {
             config,
             lanes,
             ready,
-            queued_gen: [
-                CachePadded::new(AtomicUsize::new(0)),
-                CachePadded::new(AtomicUsize::new(0)),
-            ],
+            spin_hints: [SpinHint::new(), SpinHint::new()],
             control: ControlCell::new(),
             live: LiveIndex::new(),
             waiters: Waiters::new(),

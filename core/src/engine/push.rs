@@ -140,16 +140,22 @@ impl<P: Payload> Shared<P> {
         // In the live index before the state check: shutdown sets its state
         // before it sweeps the index, so either its sweep sees this op or
         // this check sees the shutdown (both go through the shard lock).
-        this.live.shard(id).lock().insert(id, op.clone());
+        this.live.insert(op.clone());
         if this.state().refuses_pushes() && op.try_cancel() {
+            // SAFETY: this thread just cancelled the op (moved it out of
+            // `Queued`), so nothing else takes its payload.
+            let refused = unsafe { op.take_payload() };
             // A waiter may have seen the op in the index meanwhile.
             let mut wake = Vec::new();
-            this.forget_live(id, &mut wake);
+            this.leave_live(&op, &mut wake);
             drop(guards);
             drop(section);
             for t in wake {
                 t.unpark();
             }
+            // Host code, dropped on this thread outside every engine lock
+            // (H1): the index keeps the op's record until it is trimmed.
+            drop(refused);
             return Err(Error::ShutDown);
         }
         // Otherwise accepted (perhaps already cancelled by the sweep, which

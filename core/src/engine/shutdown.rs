@@ -67,21 +67,22 @@ impl<P: Payload> Shared<P> {
 
     /// Waits until no live op but the caller's is left, or the deadline.
     fn wait_live_until(&self, caller: Option<u64>, deadline: Instant) {
-        let Ok(me) = self.join_all_waiters(u64::MAX) else {
+        let Ok(me) = self.join_all_waiters() else {
             return;
         };
         loop {
             let Ok(section) = self.enter() else {
                 break;
             };
-            let left = self
-                .live
-                .below(u64::MAX)
-                .into_iter()
-                .filter(|i| Some(i.id) != caller)
-                .count();
-            if left == 0 || self.clock.passed(deadline) {
+            let Some(left) = self.live.first_below(u64::MAX, caller) else {
                 break;
+            };
+            if self.clock.passed(deadline) {
+                break;
+            }
+            // Parks only if its completion is sure to see this waiter.
+            if !self.waiters.block_on(&me, &left) {
+                continue;
             }
             self.waiters.register_timed(Some(deadline));
             drop(section);

@@ -267,7 +267,7 @@ impl<P: Payload + Clone> Engine<P> {
                     op.try_finish();
                 }
             }
-            s.live.shard(o.info.id).lock().insert(o.info.id, op.clone());
+            s.live.insert(op.clone());
             ops.insert(o.info.id, op);
         }
         let rebuild = |uses: &[(u64, bool)]| -> Result<Vec<Use<OpCell<P>>>> {

@@ -108,16 +108,17 @@ impl<P: Payload> Shared<P> {
     fn wait_all(this: &Arc<Self>, deadline: Option<Instant>) -> Result<()> {
         let caller = this.calling_op();
         let limit = caller.unwrap_or_else(|| this.next_op.load(Ordering::Acquire));
-        let me = this.join_all_waiters(limit)?;
+        let me = this.join_all_waiters()?;
         let mut blocked = None;
         let result = loop {
             let section = match this.enter() {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };
-            // Only whether any is left: the list of them (a copy of each
-            // op's name) is made only for a timeout's report.
-            let done = !this.live.any_below(limit);
+            // Only the op to wait on next: the list of them all (a copy of
+            // each op's name) is made only for a timeout's report.
+            let blocker = this.live.first_below(limit, None);
+            let done = blocker.is_none();
             let expired = if done {
                 None
             } else {
@@ -138,6 +139,10 @@ impl<P: Payload> Shared<P> {
             if let Some(e) = expired {
                 break Err(e);
             }
+            // Parks only if its completion is sure to see this waiter.
+            if blocker.is_some_and(|op| !this.waiters.block_on(&me, &op)) {
+                continue;
+            }
             if let Err(e) = Shared::block(this, section, caller, &mut blocked, deadline) {
                 break Err(e);
             }
@@ -147,12 +152,12 @@ impl<P: Payload> Shared<P> {
         result
     }
 
-    /// Registers the calling thread to be woken when no live op below
-    /// `limit` is left; it must register before it first checks.
-    pub(crate) fn join_all_waiters(&self, limit: u64) -> Result<Thread> {
+    /// Registers the calling thread as a waiter for the live set; it must
+    /// register before it first scans.
+    pub(crate) fn join_all_waiters(&self) -> Result<Thread> {
         let me = current_thread();
         let _section = self.enter()?;
-        self.waiters.join_all(limit, me.clone());
+        self.waiters.join_all(me.clone());
         Ok(me)
     }
 

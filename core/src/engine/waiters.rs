@@ -1,5 +1,5 @@
 //! Threads waiting for the engine as a whole: `wait_all` and shutdown's
-//! drain (woken when the live index empties below their limit), and, in
+//! drain (woken when the op they wait on leaves the live set), and, in
 //! model builds, threads in a timed wait (woken when the model fires a
 //! deadline). Waiters of one var live in that var's state (`var.rs`);
 //! waiters of a lane's running ops (quiesce drains) in its ready-queue
@@ -8,26 +8,30 @@
 //! # State
 //!
 //! A thread is *registered* (in `all`, counted in `all_waiting`), then
-//! *woken* (unparked, still registered), then *gone*:
+//! *blocked on* an op (its id recorded), then *woken* (unparked, still
+//! registered), then *gone*:
 //!
 //! | from | to | who | serves |
 //! |---|---|---|---|
-//! | — | registered | the waiter, in a section, before it first scans the live index ([`Waiters::join_all`]) | I2: no lost wake-up |
-//! | registered | woken | a completion, under the live shard lock it removed the op from, if the lowest live id there is at or past the limit ([`Waiters::wake_all_past`]) | I2 |
-//! | registered | gone | the waiter, when its wait ends ([`Waiters::leave_all`]) | — |
+//! | — | registered | the waiter, in a section, before it first scans the live index ([`Waiters::join_all`]) | — |
+//! | registered or blocked | blocked on op `id` | the waiter, in a section, after its scan found `id` live; then a SeqCst fence and one more look at the op ([`Waiters::block_on`]) | I2: no lost wake-up |
+//! | blocked on `id` | woken | `id`'s completion, after it marked the op gone and a SeqCst fence ([`Waiters::wake_gone`]) | I2 |
+//! | any | gone | the waiter, when its wait ends ([`Waiters::leave_all`]) | — |
 //! | any | gone | the fork child's settle ([`Waiters::reset_in_child`]): the parent's waiters do not exist there | I5 |
 //!
-//! `all_waiting` lets a completion skip the waiter lock when nobody waits;
-//! it is read under the live shard lock after the removal, and a waiter
-//! counts itself before it scans the shards (SeqCst on both sides), so
-//! either the waiter's scan sees the removal or the completion sees the
-//! waiter.
+//! Why the two fences lose no wake-up: `live.rs`, "Why a waiter is never
+//! left asleep". `all_waiting` lets a completion skip the waiter lock when
+//! nobody waits; a waiter counts itself before it records its blocker, so a
+//! completion that sees the blocker's record (fence order) also sees the
+//! count.
 
-use crate::sync::{AtomicUsize, LockRank, Mutex, Ordering, Thread, MODEL_BUILD};
+use crate::op::OpCell;
+use crate::sync::{fence, AtomicUsize, LockRank, Mutex, Ordering, Thread, MODEL_BUILD};
 
-/// A thread waiting for every op below `limit` to complete.
+/// A thread waiting for every op below some limit to leave the live set,
+/// and the live op it waits on now (0: none yet; ids start at 1).
 struct AllWaiter {
-    limit: u64,
+    blocker: u64,
     thread: Thread,
 }
 
@@ -48,10 +52,10 @@ impl Waiters {
         }
     }
 
-    /// Registers `thread` to be woken once no live op below `limit` is
-    /// left; call inside a section, before the first scan.
-    pub(crate) fn join_all(&self, limit: u64, thread: Thread) {
-        self.all.lock().push(AllWaiter { limit, thread });
+    /// Registers `thread` as a waiter for the live set; call inside a
+    /// section, before the first scan.
+    pub(crate) fn join_all(&self, thread: Thread) {
+        self.all.lock().push(AllWaiter { blocker: 0, thread });
         self.all_waiting.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -64,16 +68,37 @@ impl Waiters {
         }
     }
 
-    /// After a completion removed an op from a live shard, with that
-    /// shard's lock held: adds to `wake` every waiter whose limit the
-    /// shard's lowest live id (`None`: empty) is at or past.
+    /// Records that registered `thread` waits on `op`, which its scan found
+    /// live; inside a section. Returns whether the op is still live after
+    /// the record is visible to its completion (then the caller may park:
+    /// the completion will wake it); `false`: scan again.
+    pub(crate) fn block_on<P>(&self, thread: &Thread, op: &OpCell<P>) -> bool {
+        if let Some(w) = self
+            .all
+            .lock()
+            .iter_mut()
+            .find(|w| w.thread.id() == thread.id())
+        {
+            w.blocker = op.id;
+        }
+        // Pairs with the completion's fence in `wake_gone`.
+        fence(Ordering::SeqCst);
+        !op.is_gone()
+    }
+
+    /// After a completion marked op `id` gone, inside its section: adds to
+    /// `wake` every waiter blocked on it.
     #[inline]
-    pub(crate) fn wake_all_past(&self, lowest: Option<u64>, wake: &mut Vec<Thread>) {
-        if self.all_waiting.load(Ordering::SeqCst) == 0 || control!(LostNotify) {
+    pub(crate) fn wake_gone(&self, id: u64, wake: &mut Vec<Thread>) {
+        // Pairs with the waiter's fence in `block_on`.
+        if !control!(CompletionSkipsFence) {
+            fence(Ordering::SeqCst);
+        }
+        if self.all_waiting.load(Ordering::Relaxed) == 0 || control!(LostNotify) {
             return;
         }
         for w in self.all.lock().iter() {
-            if lowest.is_none_or(|l| l >= w.limit) {
+            if w.blocker == id {
                 wake.push(w.thread.clone());
             }
         }

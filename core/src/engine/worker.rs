@@ -15,7 +15,7 @@ use crate::op::{Action, OpCell};
 use crate::op_info::Lane;
 use crate::pool::{Spawns, Start};
 use crate::ready::{Home, Take, RETIRED_BATCH};
-use crate::sync::{current_thread, spawn_named, Arc, Leaving, Ordering, MODEL_BUILD};
+use crate::sync::{current_thread, spawn_named, Arc, Leaving, MODEL_BUILD};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Spin steps (see [`crate::sync::spin_step`]: 64 CPU hints, then yields) a
@@ -96,7 +96,7 @@ impl<P: Payload> Shared<P> {
                 }
             }
             if !MODEL_BUILD {
-                self.queued_gen[lane.index()].fetch_add(1, Ordering::Relaxed);
+                self.spin_hints[lane.index()].queued();
             }
             // After the slot's lock is released: a worker that registered
             // as idle before this push published it before it looked at
@@ -365,6 +365,9 @@ impl<P: Payload> Shared<P> {
                 crate::sync::spin_step(0);
                 continue;
             };
+            // Counted as spinning before the look: a dispatch that queues
+            // after it then bumps the hint (`ready/spin_hint.rs`).
+            let spinning = (spin > 0).then(|| self.spin_hints[lane.index()].start());
             // Status and `running` change together under a slot lock, so
             // a quiesce that counts an op as running can list it (I3). An
             // op cancelled by shutdown while queued is skipped.
@@ -397,18 +400,12 @@ impl<P: Payload> Shared<P> {
                     }
                 }
             }
-            if spin > 0 && !held {
+            if let Some(spinning) = spinning.filter(|_| !held) {
                 // Not registered as idle while spinning: dispatch queues
                 // without waking anyone, and this loop looks again before
                 // it parks.
-                let seen = self.queued_gen[lane.index()].load(Ordering::Relaxed);
                 drop(section);
-                let mut round = 0;
-                while round < spin && self.queued_gen[lane.index()].load(Ordering::Relaxed) == seen
-                {
-                    crate::sync::spin_step(round);
-                    round += 1;
-                }
+                spinning.wait(spin);
                 spin = 0;
                 continue;
             }

@@ -33,9 +33,10 @@ pub enum LockRank {
     /// A var's state (`VarState::inner`). Several at once only in var-id
     /// order (push).
     Var = 1,
-    /// A shard of the live-op index.
+    /// A shard of the live-op index (taken inside a push's var locks).
     LiveShard = 2,
-    /// The `wait_all` waiters (taken inside a live shard by completion).
+    /// The `wait_all` waiters (taken inside a push's var locks when a
+    /// shutdown refuses the push).
     AllWaiters = 3,
     /// The engine's control state (lifecycle, errors, push waiters).
     Control = 4,
