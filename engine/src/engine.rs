@@ -183,7 +183,9 @@ impl Engine {
         self.inner.current_op()
     }
 
-    /// How many ops are accepted and not yet complete.
+    /// How many ops are accepted and not yet complete. It looks at each
+    /// pending op's record (no pending count is kept: it would be a write
+    /// every completion shares), so call it for diagnostics, not per op.
     pub fn pending(&self) -> Result<usize> {
         self.inner.pending()
     }

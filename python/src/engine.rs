@@ -589,7 +589,8 @@ impl PyEngine {
         self.engine.var_version(&var).py_err(py)
     }
 
-    /// How many ops are accepted and not yet complete.
+    /// How many ops are accepted and not yet complete (it looks at each
+    /// pending op: for diagnostics, not per op).
     fn pending(&self, py: Python<'_>) -> PyResult<usize> {
         self.engine.pending().py_err(py)
     }

@@ -374,7 +374,10 @@ impl<P: Payload> Engine<P> {
         self.shared.calling_op()
     }
 
-    /// How many ops are accepted and not yet complete.
+    /// How many ops are accepted and not yet complete. It looks at each
+    /// pending op's record (the engine keeps no pending count, which would
+    /// be a write every completion shares): for diagnostics and tests, not
+    /// for a per-op loop.
     pub fn pending(&self) -> Result<usize> {
         let _section = self.shared.enter()?;
         Ok(self.shared.live.len())
