@@ -21,8 +21,9 @@
 //! look therefore reads the count (lock order) and its bump comes after
 //! the worker's read; one whose lock comes before it is seen by the look.
 //! So no global word is written per op while every worker is busy: the
-//! per-op path stays off shared lines (issue 16's first item). Not in
-//! model builds: they do not spin (`engine/worker.rs`, `SPIN_BEFORE_PARK`).
+//! per-op path stays off shared lines (docs/DESIGN.md, "The per-op path
+//! and the live set"). Not in model builds: they do not spin
+//! (`engine/worker.rs`, `SPIN_BEFORE_PARK`).
 
 use crate::sync::{spin_step, AtomicUsize, CachePadded, Ordering};
 
