@@ -197,12 +197,18 @@ fn a_shutdown_that_cancels_an_op_ends_its_handle_with_shut_down() {
     })
     .unwrap();
     let (go, wait) = std::sync::mpsc::channel::<()>();
+    let (started, has_started) = std::sync::mpsc::channel::<()>();
     let blocker = e
         .op("blocker")
         .run_with(move |_| {
+            let _ = started.send(());
             let _ = wait.recv();
         })
         .unwrap();
+    // The only worker is in the blocker's body before the shutdown starts
+    // (the test waited on a 1 ms deadline for that before, and failed
+    // under load when the worker had not started yet).
+    has_started.recv().unwrap();
     let queued = e.op("queued").run_with(|_| 1).unwrap();
     // A compute body cannot be stopped: shutdown returns at its deadline
     // listing the blocker as still running, with the queued op cancelled.
