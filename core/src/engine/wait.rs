@@ -117,7 +117,7 @@ impl<P: Payload> Shared<P> {
             };
             // Only the op to wait on next: the list of them all (a copy of
             // each op's name) is made only for a timeout's report.
-            let blocker = this.live.blocker_below(limit, None);
+            let blocker = this.live.first_below(limit, None);
             let done = blocker.is_none();
             let expired = if done {
                 None

@@ -365,6 +365,9 @@ impl<P: Payload> Shared<P> {
                 crate::sync::spin_step(0);
                 continue;
             };
+            // Counted as spinning before the look: a dispatch that queues
+            // after it then bumps the hint (`ready/spin_hint.rs`).
+            let spinning = (spin > 0).then(|| self.spin_hints[lane.index()].start());
             // Status and `running` change together under a slot lock, so
             // a quiesce that counts an op as running can list it (I3). An
             // op cancelled by shutdown while queued is skipped.
@@ -397,15 +400,7 @@ impl<P: Payload> Shared<P> {
                     }
                 }
             }
-            if spin > 0 && !held {
-                // Counted as spinning only now that the lane looked empty
-                // (a busy worker never writes the count), then a second
-                // look: a dispatch that queues after it bumps the hint
-                // (`ready/spin_hint.rs`).
-                let spinning = self.spin_hints[lane.index()].start();
-                if let Take::Op(op) = ready.take(home) {
-                    return Some(op);
-                }
+            if let Some(spinning) = spinning.filter(|_| !held) {
                 // Not registered as idle while spinning: dispatch queues
                 // without waking anyone, and this loop looks again before
                 // it parks.

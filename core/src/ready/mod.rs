@@ -25,7 +25,7 @@
 //! | lane, slots | any | stopped | shutdown, once the deadline passed (`engine/shutdown.rs`); never left but by a fork child of a running engine | I8 |
 //! | worker | busy | idle | the worker, under the lane lock, before it looks at every slot once more and parks | no lost wake-up (`README.md`) |
 //! | worker | idle | busy | a dispatch that read a non-zero *wanted* word, under the lane lock ([`Pool::wake_idle`]) | I2: a queued op finds a worker |
-//! | worker | busy | spinning (production only) | the worker, once a look found its lane empty, before a second look, for a moment before it registers idle ([`SpinHint`], `spin_hint.rs`) | a hint, never a decision |
+//! | worker | busy | spinning (production only) | the worker, before its look, for a moment before it registers idle ([`SpinHint`], `spin_hint.rs`) | a hint, never a decision |
 //! | op record | completed | retired | its compute worker, 32 at a time (1 in model builds), under its home slot's lock, in a section | memory: freed where it was allocated (`README.md`) |
 //! | op record | retired | freed | the next pusher queueing on that slot, after it left its section; or leaked by a fork child | H1, I5: no payload dropped inside a section or in a child |
 //!

@@ -11,13 +11,13 @@
 //!
 //! | what | from | to | who | serves |
 //! |---|---|---|---|---|
-//! | `spinners` | n | n + 1 | a worker whose look found its lane empty, before it looks once more and spins ([`SpinHint::start`]) | — |
+//! | `spinners` | n | n + 1 | a worker about to look at the slots a last time before spinning ([`SpinHint::start`]) | — |
 //! | `spinners` | n + 1 | n | that worker, when it stops spinning ([`Spinning`]'s drop) | — |
 //! | `queued` | g | g + 1 | a dispatch that queued an op and read `spinners > 0` ([`SpinHint::queued`]) | a spinning worker sees the op without a wake-up |
 //!
 //! Why a dispatch may skip the bump when it reads no spinner: the worker
-//! counts itself and reads `queued` *before* its second look, which locks
-//! the slot a dispatch queues under. A dispatch whose slot lock comes after that
+//! counts itself and reads `queued` *before* its look, which locks the slot
+//! a dispatch queues under. A dispatch whose slot lock comes after that
 //! look therefore reads the count (lock order) and its bump comes after
 //! the worker's read; one whose lock comes before it is seen by the look.
 //! So no global word is written per op while every worker is busy: the
@@ -53,9 +53,8 @@ impl SpinHint {
         }
     }
 
-    /// Counts the calling worker as spinning; call before its second look
-    /// at the slots (the first found them empty), and spin with
-    /// [`Spinning::wait`] only after that look.
+    /// Counts the calling worker as spinning; call before its last look at
+    /// the slots, and spin with [`Spinning::wait`] only after that look.
     pub(crate) fn start(&self) -> Spinning<'_> {
         self.spinners.fetch_add(1, Ordering::Relaxed);
         Spinning {
