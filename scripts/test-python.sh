@@ -28,7 +28,7 @@ VENV="${FORKSAFE_VENV:-$ROOT/target/python-venv}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/python}"
 
 echo "test-python: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
-fresh_venv "$VENV" "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" "mypy>=1.5"
+fresh_venv "$VENV" "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2" "mypy>=1.5" "hypothesis>=6.100"
 
 start=$SECONDS
 "$VENV/bin/python" -m pip install -q ./python

@@ -122,6 +122,15 @@ pub enum Mutant {
     /// (the store-buffering lost wake-up, `live.rs`; breaks I2). Weak
     /// memory: loom only (shuttle runs sequentially consistent).
     CompletionSkipsFence,
+    /// A wait inside an op covers only the ops pushed before the calling
+    /// op: a body that pushes an op and waits for it returns before that op
+    /// ran (breaks the wait rule: a wait never returns early).
+    WaitSkipsOwnPushes,
+    /// The wait graph lists every wait inside an op without searching for
+    /// a path back to it: two such waits can each wait for an op queued
+    /// behind the other, and both wait for ever (breaks the wait rule:
+    /// never a deadlock).
+    WaitGraphSkipsSearch,
 }
 
 crate::sync::os_thread_local! {

@@ -208,9 +208,19 @@ pub enum Error {
     Full,
     /// Called from the forking thread between prepare and parent/child.
     ForkInProgress,
-    /// A wait from inside an op would wait for that op or an op that
-    /// depends on it.
-    WaitOnSelf,
+    /// A wait inside an op covers an op that cannot complete before the
+    /// calling op does: the calling op itself, or an op that waits for it
+    /// (queued behind it on a var, or blocked in a wait that does). Waiting
+    /// would deadlock, so the wait fails at once (docs/DESIGN.md, "Waiting
+    /// inside an op").
+    WaitOnSelf {
+        /// The op the wait was called from.
+        op: Box<OpInfo>,
+        /// What the wait covers that cannot complete first (may be `op`).
+        on: Box<OpInfo>,
+        /// The var waited for; `None` for `wait_all`.
+        var: Option<u64>,
+    },
     /// The deadline passed; these ops were still pending.
     Timeout {
         /// Ops still pending at the deadline.
@@ -271,7 +281,25 @@ impl fmt::Display for Error {
             Error::ShutDown => write!(f, "engine is shut down"),
             Error::Full => write!(f, "pending-op bound reached"),
             Error::ForkInProgress => write!(f, "called between fork prepare and parent/child"),
-            Error::WaitOnSelf => write!(f, "wait would wait on the calling op or its dependents"),
+            Error::WaitOnSelf { op, on, var } => {
+                let what = match var {
+                    Some(v) => format!("var #{v}"),
+                    None => "every op pushed before it".to_string(),
+                };
+                if on.id == op.id {
+                    write!(
+                        f,
+                        "op #{} '{}' waits for {what}, which waits for the op itself",
+                        op.id, op.name
+                    )
+                } else {
+                    write!(
+                        f,
+                        "op #{} '{}' waits for {what}, which includes op #{} '{}' that cannot complete before it",
+                        op.id, op.name, on.id, on.name
+                    )
+                }
+            }
             Error::Timeout { pending } => {
                 write!(f, "deadline passed with {} ops pending", pending.len())
             }

@@ -68,7 +68,7 @@
 //! every lock (`sync/lock_order.rs`), so the plain test suites check it.
 //! The fork gate's section is not a lock, but it is entered first: no thread
 //! waits at the gate while holding an engine lock. The same debug builds
-//! check that every engine lock (ranks 1–6) is taken inside a section, so
+//! check that every engine lock (ranks 0–6) is taken inside a section, so
 //! a fork never copies one held: taking one outside panics at once, on
 //! every schedule (the only exceptions, a fork child's settle and an engine
 //! not yet shared, say why at `sync::without_section`).
@@ -76,8 +76,9 @@
 //! | rank | lock | taken inside |
 //! |---|---|---|
 //! | — | fork-gate section (`gate.rs`) | nothing: entered first |
-//! | 1 | a var's state (`var.rs`), several only in var-id order (push) | a section |
-//! | 2 | a live-index shard (`live.rs`), one at a time | a push's var locks |
+//! | 0 | the waits inside ops (`engine/wait_graph.rs`) | a section |
+//! | 1 | a var's state (`var.rs`), several only in var-id order (push) | a section, or the waits inside ops (one at a time) |
+//! | 2 | a live-index shard (`live.rs`), one at a time | a push's var locks, or the waits inside ops |
 //! | 3 | the `wait_all` waiters | a push's var locks (a push refused by a shutdown) |
 //! | 4 | the control state (lifecycle, errors, push waiters) | a section |
 //! | 5 | a lane (worker pool, flags), one at a time | control (pause, resume) |

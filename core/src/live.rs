@@ -131,7 +131,7 @@ impl<P> LiveIndex<P> {
     }
 
     /// A live op pushed before `limit`, other than `except`, if any: the
-    /// one a waiter for everything below `limit` waits on next. The newest
+    /// one a waiter for everything below `limit` blocks on next. The newest
     /// such op of the first shard that has one: ops end in about push
     /// order, so the newest is about the last to end, and the waiter is
     /// woken about once per shard instead of once per op (waiting on the
@@ -139,7 +139,7 @@ impl<P> LiveIndex<P> {
     /// each shard's front on the way, and looks back from `limit`, so a
     /// `wait_all` with a million ops queued reads a few records per
     /// wake-up, not every op.
-    pub(crate) fn first_below(&self, limit: u64, except: Option<u64>) -> Option<Arc<OpCell<P>>> {
+    pub(crate) fn blocker_below(&self, limit: u64, except: Option<u64>) -> Option<Arc<OpCell<P>>> {
         self.shards.iter().find_map(|s| {
             let mut shard = s.lock();
             shard.trim();
@@ -370,23 +370,23 @@ mod tests {
     }
 
     #[test]
-    fn first_below_finds_what_a_waiter_waits_for() {
+    fn blocker_below_finds_what_a_waiter_waits_for() {
         // An index of no engine: no fork can copy its locks.
-        crate::sync::without_section(first_below_checks);
+        crate::sync::without_section(blocker_below_checks);
     }
 
-    fn first_below_checks() {
+    fn blocker_below_checks() {
         let index: LiveIndex<()> = LiveIndex::new();
         let limits = [0, 1, 5, 17, 40, 41, 100, u64::MAX];
         let check = |index: &LiveIndex<()>| {
             for limit in limits {
                 let below = index.below(limit);
-                let first = index.first_below(limit, None).map(|o| o.id);
+                let first = index.blocker_below(limit, None).map(|o| o.id);
                 assert_eq!(first.is_some(), !below.is_empty(), "limit {limit}");
                 assert!(first.is_none_or(|f| below.iter().any(|i| i.id == f)));
                 // With the only op below excepted, nothing is left.
                 if let [only] = below.as_slice() {
-                    assert!(index.first_below(limit, Some(only.id)).is_none());
+                    assert!(index.blocker_below(limit, Some(only.id)).is_none());
                 }
             }
         };
@@ -397,8 +397,8 @@ mod tests {
         }
         assert_eq!(index.len(), live.len());
         assert_eq!(index.get(17).map(|o| o.id), Some(17));
-        assert_eq!(index.first_below(4, None).map(|o| o.id), Some(3));
-        assert!(index.first_below(3, None).is_none());
+        assert_eq!(index.blocker_below(4, None).map(|o| o.id), Some(3));
+        assert!(index.blocker_below(3, None).is_none());
         check(&index);
         // They end oldest first, so the lowest live id passes each limit
         // in turn.
@@ -407,7 +407,7 @@ mod tests {
             assert!(index.get(o.id).is_none());
             check(&index);
         }
-        assert!(index.first_below(u64::MAX, None).is_none());
+        assert!(index.blocker_below(u64::MAX, None).is_none());
         assert_eq!((index.len(), index.all().len()), (0, 0));
     }
 }

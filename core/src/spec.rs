@@ -42,6 +42,13 @@ impl<P> PartialEq for Var<P> {
 }
 impl<P> Eq for Var<P> {}
 
+// Hashes what `eq` compares: the var's state, by address.
+impl<P> std::hash::Hash for Var<P> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.state).hash(state);
+    }
+}
+
 impl<P> Var<P> {
     /// The var's id, unique within its engine.
     pub fn id(&self) -> u64 {
@@ -69,6 +76,9 @@ pub struct OpSpec<P> {
     pub(crate) name: Option<OpName>,
     pub(crate) run_on_error: bool,
     pub(crate) action: Action,
+    /// Whether the last write is a handle's var ([`OpSpec::handle_var`]),
+    /// not counted against [`crate::MAX_OP_VARS`].
+    pub(crate) handle: bool,
 }
 
 impl<P> OpSpec<P> {
@@ -83,6 +93,7 @@ impl<P> OpSpec<P> {
             name: None,
             run_on_error: false,
             action: Action::Sync,
+            handle: false,
         }
     }
 
@@ -96,6 +107,7 @@ impl<P> OpSpec<P> {
             name: Some(OpName::from_static(name)),
             run_on_error: true,
             action,
+            handle: false,
         }
     }
 
@@ -117,6 +129,16 @@ impl<P> OpSpec<P> {
     /// Vars the op writes, taken by value (no handle is cloned).
     pub fn writes_vec(mut self, vars: impl IntoIterator<Item = Var<P>>) -> Self {
         self.writes.extend(vars);
+        self
+    }
+
+    /// Also writes `var`, a fresh var that a handle waits on for this op's
+    /// completion (its poison is the op's error): the one var an op may
+    /// name beyond [`crate::MAX_OP_VARS`], so that a wrapper which adds it
+    /// refuses exactly what a plain push refuses. Call it last, once.
+    pub fn handle_var(mut self, var: Var<P>) -> Self {
+        self.writes.push(var);
+        self.handle = true;
         self
     }
     /// The lane (default compute).

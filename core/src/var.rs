@@ -155,6 +155,22 @@ impl<O: Grantee> VarInner<O> {
         }
     }
 
+    /// The ops `op` waits for on this var: if its use is queued, every use
+    /// ahead of it (the holders, then the queued uses before it: FIFO); if
+    /// it holds the var, or is not here, none. The order edges of the
+    /// search for waits inside ops (`engine/wait_graph.rs`).
+    pub(crate) fn ahead_of(&self, op: &Arc<O>) -> Vec<Arc<O>> {
+        let Some(i) = self.queue.iter().position(|u| Arc::ptr_eq(&u.op, op)) else {
+            return Vec::new();
+        };
+        let queued = self.queue.iter().take(i);
+        self.holders
+            .iter()
+            .chain(queued)
+            .map(|u| u.op.clone())
+            .collect()
+    }
+
     /// Writes not yet completed of ops with an id below `below`. Every op
     /// takes its id holding the locks of all its vars, so, read under this
     /// var's lock, the engine's next op id bounds exactly the ops already

@@ -234,7 +234,22 @@ fn errors_name_their_op_and_what_happened() {
         (Error::ShutDown, "shut down".into()),
         (Error::Full, "bound".into()),
         (Error::ForkInProgress, "fork".into()),
-        (Error::WaitOnSelf, "calling op".into()),
+        (
+            Error::WaitOnSelf {
+                op: Box::new(info("a", 1)),
+                on: Box::new(info("a", 1)),
+                var: Some(3),
+            },
+            "op #1 'a' waits for var #3, which waits for the op itself".into(),
+        ),
+        (
+            Error::WaitOnSelf {
+                op: Box::new(info("a", 1)),
+                on: Box::new(info("b", 2)),
+                var: None,
+            },
+            "includes op #2 'b' that cannot complete before it".into(),
+        ),
         (
             Error::Timeout {
                 pending: vec![info("a", 1), info("b", 2)],

@@ -23,7 +23,8 @@ use crate::{Engine, OpBuilder, OpId, Result, Var};
 use forksafe_core::sync::{Arc, DataCell, DataMut, DataRef, Slot};
 use forksafe_core::Error;
 use smallvec::SmallVec;
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
 
 /// A var that owns a value of type `T` (see the module docs). Cheap to
 /// clone: clones name the same var and value.
@@ -104,8 +105,75 @@ impl<T> Data<T> {
 pub struct Access {
     reads: SmallVec<[Var; 2]>,
     writes: SmallVec<[Var; 2]>,
-    /// Borrows alive in this body: the var and whether it is a write.
-    borrowed: RefCell<SmallVec<[(Var, bool); 4]>>,
+    /// The named vars by var, whether each is a write: built at the first
+    /// look-up of an op that names [`INDEXED_FROM`] vars or more, so a body
+    /// that borrows each of many vars does not scan the lists each time.
+    index: OnceCell<HashMap<Var, bool>>,
+    /// Borrows alive in this body.
+    borrowed: RefCell<Borrows>,
+}
+
+/// From this many named vars or live borrows on, look-ups use a hash map
+/// instead of scanning a list.
+const INDEXED_FROM: usize = 16;
+
+/// The borrows alive in one body, per var: a list while short, a map past
+/// [`INDEXED_FROM`]. Guards I9 within a body: no exclusive borrow of a
+/// var beside any other borrow of it.
+enum Borrows {
+    Few(SmallVec<[(Var, Count); 4]>),
+    Many(HashMap<Var, Count>),
+}
+
+/// The live borrows of one var.
+#[derive(Debug, Default, Clone, Copy)]
+struct Count {
+    shared: u32,
+    exclusive: bool,
+}
+
+impl Borrows {
+    /// The count of `var`, made zero if it has none.
+    // A `Var` hashes and compares its state's address, which never changes.
+    #[allow(clippy::mutable_key_type)]
+    fn entry(&mut self, var: &Var) -> &mut Count {
+        if let Borrows::Few(list) = self {
+            if list.len() >= INDEXED_FROM && !list.iter().any(|(v, _)| v == var) {
+                let map = std::mem::take(list).into_iter().collect();
+                *self = Borrows::Many(map);
+            }
+        }
+        match self {
+            Borrows::Few(list) => {
+                let i = match list.iter().position(|(v, _)| v == var) {
+                    Some(i) => i,
+                    None => {
+                        list.push((var.clone(), Count::default()));
+                        list.len() - 1
+                    }
+                };
+                &mut list[i].1
+            }
+            Borrows::Many(map) => map.entry(var.clone()).or_default(),
+        }
+    }
+
+    /// Forgets `var`'s count once it is zero, so the list stays short.
+    fn trim(&mut self, var: &Var) {
+        let idle = |c: &Count| c.shared == 0 && !c.exclusive;
+        match self {
+            Borrows::Few(list) => {
+                if let Some(i) = list.iter().position(|(v, c)| v == var && idle(c)) {
+                    list.swap_remove(i);
+                }
+            }
+            Borrows::Many(map) => {
+                if map.get(var).is_some_and(idle) {
+                    map.remove(var);
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Access {
@@ -129,18 +197,23 @@ pub struct Write<'a, T> {
     _borrow: Borrow<'a>,
 }
 
-/// One entry of [`Access::borrowed`]; removed on drop.
+/// One live borrow of [`Access::borrowed`]; given back on drop.
 struct Borrow<'a> {
     access: &'a Access,
     var: Var,
+    exclusive: bool,
 }
 
 impl Drop for Borrow<'_> {
     fn drop(&mut self) {
         let mut b = self.access.borrowed.borrow_mut();
-        if let Some(i) = b.iter().position(|(v, _)| *v == self.var) {
-            b.swap_remove(i);
+        let count = b.entry(&self.var);
+        if self.exclusive {
+            count.exclusive = false;
+        } else {
+            count.shared = count.shared.saturating_sub(1);
         }
+        b.trim(&self.var);
     }
 }
 
@@ -169,15 +242,36 @@ impl Access {
         Access {
             reads,
             writes,
-            borrowed: RefCell::new(SmallVec::new()),
+            index: OnceCell::new(),
+            borrowed: RefCell::new(Borrows::Few(SmallVec::new())),
         }
+    }
+
+    /// Whether the op names `var`: `Some(true)` as a write, `Some(false)`
+    /// as a read.
+    // A `Var` hashes and compares its state's address, which never changes.
+    #[allow(clippy::mutable_key_type)]
+    fn named(&self, var: &Var) -> Option<bool> {
+        if self.reads.len() + self.writes.len() < INDEXED_FROM {
+            if self.writes.contains(var) {
+                return Some(true);
+            }
+            return self.reads.contains(var).then_some(false);
+        }
+        let index = self.index.get_or_init(|| {
+            let reads = self.reads.iter().map(|v| (v.clone(), false));
+            reads
+                .chain(self.writes.iter().map(|v| (v.clone(), true)))
+                .collect()
+        });
+        index.get(var).copied()
     }
 
     /// Borrows `data`'s value shared: the op must name its var (as a read
     /// or a write; [`Error::UndeclaredData`] otherwise), and this body
     /// must not hold a write borrow of it ([`Error::DataBorrowed`]).
     pub fn read<'a, T>(&'a self, data: &'a Data<T>) -> Result<Read<'a, T>> {
-        if !self.reads.contains(&data.var) && !self.writes.contains(&data.var) {
+        if self.named(&data.var).is_none() {
             return Err(Error::UndeclaredData);
         }
         let borrow = self.borrow(&data.var, false)?;
@@ -194,7 +288,7 @@ impl Access {
     /// write ([`Error::UndeclaredData`] otherwise), and this body must hold
     /// no other borrow of it ([`Error::DataBorrowed`]).
     pub fn write<'a, T>(&'a self, data: &'a Data<T>) -> Result<Write<'a, T>> {
-        if !self.writes.contains(&data.var) {
+        if self.named(&data.var) != Some(true) {
             return Err(Error::UndeclaredData);
         }
         let borrow = self.borrow(&data.var, true)?;
@@ -207,16 +301,22 @@ impl Access {
         })
     }
 
-    fn borrow(&self, var: &Var, write: bool) -> Result<Borrow<'_>> {
+    fn borrow(&self, var: &Var, exclusive: bool) -> Result<Borrow<'_>> {
         let mut b = self.borrowed.borrow_mut();
-        let clash = b.iter().any(|(v, w)| v == var && (write || *w));
-        if clash {
+        let count = b.entry(var);
+        if count.exclusive || (exclusive && count.shared > 0) {
+            b.trim(var);
             return Err(Error::DataBorrowed);
         }
-        b.push((var.clone(), write));
+        if exclusive {
+            count.exclusive = true;
+        } else {
+            count.shared += 1;
+        }
         Ok(Borrow {
             access: self,
             var: var.clone(),
+            exclusive,
         })
     }
 }
@@ -449,7 +549,9 @@ impl<'e> OpBuilder<'e> {
         let done = self.engine().new_var()?;
         let (reads, writes) = self.vars();
         let access = Access::new(reads, writes);
-        let id = self.writes(&[&done]).push_task(move || body(&access))?;
+        let id = self
+            .handle_var(done.clone())
+            .push_task(move || body(&access))?;
         Ok((id, done))
     }
 }

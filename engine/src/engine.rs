@@ -139,8 +139,9 @@ impl Engine {
 
     /// Returns once every write of `var` pushed before has completed, then
     /// its poison as [`crate::Error::Poisoned`]. Waits with the host lock
-    /// released. From inside an op: waits only for ops pushed before that
-    /// op ([`crate::Error::WaitOnSelf`] if the op writes `var` itself).
+    /// released. From inside an op, the same, writes that op pushed
+    /// included; [`crate::Error::WaitOnSelf`] at once if one of them cannot
+    /// complete before that op (docs/DESIGN.md, "Waiting inside an op").
     pub fn wait_for_var(&self, var: &Var) -> Result<()> {
         self.inner.wait_for_var(var)
     }
@@ -160,6 +161,39 @@ impl Engine {
     /// [`Engine::wait_all`] with a deadline.
     pub fn wait_all_timeout(&self, timeout: Duration) -> Result<()> {
         self.inner.wait_all_timeout(timeout)
+    }
+
+    /// Returns once op `id` has completed (at once if it has, or if no op
+    /// `id` is pending). Its outcome is where the op put it: use
+    /// [`crate::OpHandle`] for a value. Inside an op, the rule of
+    /// [`Engine::wait_for_var`] holds.
+    ///
+    /// ```
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let id = engine.op("work").run(|| {}).unwrap();
+    /// engine.wait_for_op(id).unwrap();
+    /// assert_eq!(engine.pending().unwrap(), 0);
+    /// ```
+    pub fn wait_for_op(&self, id: OpId) -> Result<()> {
+        self.inner.wait_for_op(id)
+    }
+
+    /// Whether op `id` has started and not completed (queued and done ops
+    /// are not running).
+    ///
+    /// ```
+    /// # let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let id = engine.op("work").run(|| {}).unwrap();
+    /// engine.wait_for_op(id).unwrap();
+    /// assert!(!engine.is_running(id).unwrap());
+    /// ```
+    pub fn is_running(&self, id: OpId) -> Result<bool> {
+        self.inner.is_running(id)
+    }
+
+    /// [`Engine::wait_for_op`] with a deadline ([`crate::Error::Timeout`]).
+    pub fn wait_for_op_timeout(&self, id: OpId, timeout: Duration) -> Result<()> {
+        self.inner.wait_for_op_timeout(id, timeout)
     }
 
     /// Whether the calling thread runs the body of one of this engine's ops.

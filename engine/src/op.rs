@@ -31,6 +31,8 @@ pub struct OpBuilder<'e> {
     priority: Priority,
     run_on_error: bool,
     fail_if_full: bool,
+    /// A handle's var, written by the op beyond its named vars.
+    handle: Option<Var>,
 }
 
 impl std::fmt::Debug for OpBuilder<'_> {
@@ -56,6 +58,7 @@ impl<'e> OpBuilder<'e> {
             priority: Priority::Normal,
             run_on_error: false,
             fail_if_full: false,
+            handle: None,
         }
     }
 
@@ -169,6 +172,13 @@ impl<'e> OpBuilder<'e> {
         (self.reads.clone(), self.writes.clone())
     }
 
+    /// Also writes `var` for a handle that waits on it; not counted
+    /// against [`crate::MAX_OP_VARS`].
+    pub(crate) fn handle_var(mut self, var: Var) -> Self {
+        self.handle = Some(var);
+        self
+    }
+
     /// Pushes a sync op running `body`; `Err(message)` fails it.
     pub(crate) fn push_task(
         self,
@@ -189,6 +199,9 @@ impl<'e> OpBuilder<'e> {
         }
         if asynchronous {
             spec = spec.asynchronous();
+        }
+        if let Some(h) = self.handle {
+            spec = spec.handle_var(h);
         }
         if self.fail_if_full {
             self.engine.try_push(spec)

@@ -366,16 +366,23 @@ fn waits_inside_ops_never_deadlock_one_worker_per_lane() {
         })
         .unwrap();
     // Waiting on its own write is a typed error, not a hang.
+    // Its own var: queued behind "host wait_all" on `c`, it would make
+    // that wait fail whenever it was pushed before the wait began.
+    let own = e.new_var().unwrap();
     let e3 = e.clone();
-    let c3 = c.clone();
+    let c3 = own.clone();
     let (etx, erx) = std::sync::mpsc::channel();
     e.op("waits on self")
-        .writes(&[&c])
+        .writes(&[&own])
         .run(move || etx.send(e3.wait_for_var(&c3)).unwrap())
         .unwrap();
     // A deadline, so a deadlock fails the test instead of hanging it.
     e.wait_all_timeout(Duration::from_secs(20)).unwrap();
-    assert_eq!(erx.recv().unwrap(), Err(Error::WaitOnSelf));
+    let got = erx.recv().unwrap();
+    assert!(
+        matches!(&got, Err(Error::WaitOnSelf { op, on, var: Some(_) }) if op.id == on.id),
+        "{got:?}"
+    );
     assert_eq!(done.load(Ordering::SeqCst), 3);
 }
 

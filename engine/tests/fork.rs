@@ -26,8 +26,17 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("nothing_pending", nothing_pending),
     ("many_pending_compute", many_pending_compute),
     ("host_pending_gil_held", host_pending_gil_held),
+    (
+        "gil_free_in_children_of_raw_forks",
+        gil_free_in_children_of_raw_forks,
+    ),
     ("drained_fork_gil_held", drained_fork_gil_held),
     ("from_inside_op", from_inside_op),
+    ("raw_fork_in_body_uses_engine", raw_fork_in_body_uses_engine),
+    (
+        "forksafe_fork_in_body_uses_engine",
+        forksafe_fork_in_body_uses_engine,
+    ),
     ("while_others_push", while_others_push),
     ("three_levels", three_levels),
     ("thousand_forks", thousand_forks),
@@ -423,6 +432,181 @@ fn from_inside_op() -> Result<String, String> {
         return Err("forker ran more than once in the parent".into());
     }
     Ok(format!("parent: {n}/{n} ops and the forker ran once"))
+}
+
+/// In a fork child made inside the op "forker" (which writes `fvar`), from
+/// the forker's own thread: pushes on both lanes and waits for them with
+/// every kind of wait, then hands the check of the forker's own completion
+/// to a thread that exits the child once the body has returned.
+fn child_uses_engine_from_body(e: &Arc<Engine>, fvar: &forksafe::Var) {
+    let checked = (|| -> Result<(), String> {
+        let d = e.data(1_u64).map_err(|e| e.to_string())?;
+        let w = d.clone();
+        e.op("child add")
+            .writes(&[d.var()])
+            .run_with(move |acc| acc.write(&w).map(|mut v| *v += 41))
+            .map_err(|e| e.to_string())?;
+        let got = e.get(&d).map_err(|e| format!("get: {e}"))?;
+        if got != 42 {
+            return Err(format!("get gave {got}"));
+        }
+        let v = e.new_var().map_err(|e| e.to_string())?;
+        e.op("child host")
+            .writes(&[&v])
+            .host()
+            .run(|| {})
+            .map_err(|e| e.to_string())?;
+        e.wait_for_var(&v)
+            .map_err(|e| format!("wait_for_var: {e}"))?;
+        if e.var_version(&v).map_err(|e| e.to_string())? != 1 {
+            return Err("wait_for_var returned before the child's op".into());
+        }
+        let h = e
+            .op("child value")
+            .run_with(|_| 7_u32)
+            .map_err(|e| e.to_string())?;
+        match h.wait() {
+            Ok(7) => {}
+            other => return Err(format!("handle: {other:?}")),
+        }
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        e.op("child last")
+            .run(move || r.store(true, Ordering::SeqCst))
+            .map_err(|e| e.to_string())?;
+        // The parent's ops still pending at the fork were lost here.
+        match e.wait_all() {
+            Ok(()) => {}
+            Err(Error::OpsFailed(errs))
+                if errs.iter().all(|x| x.kind() == &OpErrorKind::LostInFork) => {}
+            Err(other) => return Err(format!("wait_all: {other}")),
+        }
+        if !ran.load(Ordering::SeqCst) {
+            return Err("wait_all returned before the child's op".into());
+        }
+        match e.wait_for_var(fvar) {
+            Err(Error::WaitOnSelf { op, on, .. }) if op.id == on.id && op.name == "forker" => {}
+            other => return Err(format!("a wait on the forker's own var: {other:?}")),
+        }
+        Ok(())
+    })();
+    let (e2, fvar2) = (e.clone(), fvar.clone());
+    std::thread::spawn(move || {
+        child_exit(|| {
+            checked?;
+            e2.wait_for_var_timeout(&fvar2, Duration::from_secs(20))
+                .map_err(|e| format!("forker in the child: {e}"))?;
+            match e2.var_version(&fvar2) {
+                Ok(1) => Ok("used the engine from the forker's body; forker completed".into()),
+                other => Err(format!("forker's var version in the child: {other:?}")),
+            }
+        })
+    });
+}
+
+/// A raw fork inside an op body, on one worker per lane: the child uses the
+/// engine from that body, then the body returns and its op completes.
+fn raw_fork_in_body_uses_engine() -> Result<String, String> {
+    fork_in_body(|e, fvar| {
+        // SAFETY: the child uses the engine (fork-safe by design) and
+        // leaves through `child_exit`'s _exit.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Parent { child }) => Some(child),
+            Ok(nix::unistd::ForkResult::Child) => {
+                child_uses_engine_from_body(e, fvar);
+                None
+            }
+            Err(err) => panic!("fork in op: {err}"),
+        }
+    })
+}
+
+/// `forksafe::fork` inside an op body (it drains every engine but the
+/// calling op), then the same child.
+fn forksafe_fork_in_body_uses_engine() -> Result<String, String> {
+    fork_in_body(|e, fvar| match forksafe::fork() {
+        Ok(Forked::Parent { child, .. }) => Some(Pid::from_raw(child)),
+        Ok(Forked::Child { .. }) => {
+            child_uses_engine_from_body(e, fvar);
+            None
+        }
+        Err(err) => panic!("forksafe::fork in op: {err}"),
+    })
+}
+
+/// Pushes the op "forker" (host lane, writes a var) whose body calls
+/// `fork` and keeps the child's pid; waits for the child and checks the
+/// parent still works.
+fn fork_in_body(
+    fork: impl Fn(&Arc<Engine>, &forksafe::Var) -> Option<Pid> + Send + Sync + 'static,
+) -> Result<String, String> {
+    let e = Arc::new(engine(1, 1));
+    let fvar = e.new_var().map_err(|e| e.to_string())?;
+    let slot = Arc::new(Mutex::new(None));
+    let (e2, f2, s2) = (e.clone(), fvar.clone(), slot.clone());
+    e.op("forker")
+        .writes(&[&fvar])
+        .host()
+        .run(move || {
+            if let Some(pid) = fork(&e2, &f2) {
+                *s2.lock().unwrap() = Some(pid);
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    e.wait_for_var_timeout(&fvar, Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
+    let pid = slot.lock().unwrap().ok_or("forker did not fork")?;
+    wait_child(pid, CHILD_LIMIT)?;
+    let h = e
+        .op("after")
+        .run_with(|_| 1_u8)
+        .map_err(|e| e.to_string())?;
+    match h.wait() {
+        Ok(1) => Ok("parent works after".into()),
+        other => Err(format!("parent after the fork: {other:?}")),
+    }
+}
+
+/// Raw forks while two host workers hand the GIL-like lock back and forth
+/// (each host op takes it through the bridge): whatever a worker held at
+/// the fork, each child takes the lock, runs a host op of its own and
+/// exits. Catches a host lock whose internal state a fork can copy held.
+fn gil_free_in_children_of_raw_forks() -> Result<String, String> {
+    let (e, gil) = gil_engine(1, 2);
+    let e = Arc::new(e);
+    let stop = Arc::new(AtomicBool::new(false));
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    let feeder = {
+        let (e, stop) = (e.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                for _ in 0..64 {
+                    let _ = e.op("gil hand-off").host().run(|| {});
+                }
+                let _ = e.wait_all_timeout(Duration::from_secs(30));
+            }
+        })
+    };
+    let rounds = rounds().min(2000);
+    for _ in 0..rounds {
+        let (e2, g2, v2) = (e.clone(), gil.clone(), v.clone());
+        let pid = fork_raw(move || {
+            g2.lock().acquire();
+            g2.lock().release();
+            e2.op("child host op")
+                .writes(&[&v2])
+                .host()
+                .run(|| {})
+                .map_err(|e| e.to_string())?;
+            e2.wait_for_var_timeout(&v2, Duration::from_secs(20))
+                .map_err(|e| format!("child's host op: {e}"))?;
+            Ok(String::new())
+        })?;
+        wait_child(pid, CHILD_LIMIT)?;
+    }
+    stop.store(true, Ordering::SeqCst);
+    feeder.join().map_err(|_| "feeder panicked")?;
+    Ok(format!("{rounds} children took the lock"))
 }
 
 /// Forks repeatedly while three threads keep pushing (they stop only

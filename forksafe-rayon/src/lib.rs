@@ -108,7 +108,8 @@ impl PoolBuilder {
         self
     }
 
-    /// The prefix of the threads' names (`{prefix}-{index}`).
+    /// The prefix of the threads' names (`{prefix}-{index}`): no NUL byte
+    /// (std cannot name a thread with one), else [`PoolError::Config`].
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -134,12 +135,18 @@ impl PoolBuilder {
     /// use std::time::Duration;
     /// let bad = ForkSafePool::builder().prepare_bound(Duration::ZERO).build();
     /// assert!(matches!(bad, Err(PoolError::Config(_))));
+    /// let bad = ForkSafePool::builder().thread_name("a\0b").build();
+    /// assert!(matches!(bad, Err(PoolError::Config(_))));
     /// ```
     pub fn build(self) -> Result<ForkSafePool, PoolError> {
         if self.prepare_bound.is_zero() || self.prepare_bound > MAX_PREPARE_BOUND {
             return Err(PoolError::Config(
                 "prepare_bound must be positive and at most MAX_PREPARE_BOUND",
             ));
+        }
+        // std panics naming a thread with a NUL, on the pool's first start.
+        if self.thread_name.contains('\0') {
+            return Err(PoolError::Config("thread_name must not contain NUL"));
         }
         let bound = self.prepare_bound;
         let shared = Arc::new(Shared {

@@ -277,6 +277,8 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::PauseFirstSlotOnly,
         Mutant::InlineIgnoresPause,
         Mutant::CompletionSkipsFence,
+        Mutant::WaitSkipsOwnPushes,
+        Mutant::WaitGraphSkipsSearch,
     ]
     .into_iter()
     .find(|m| mutant::active(*m))
@@ -304,6 +306,8 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::PauseFirstSlotOnly => pause_first_slot_only,
         Mutant::InlineIgnoresPause => inline_ignores_pause,
         Mutant::CompletionSkipsFence => completion_skips_fence,
+        Mutant::WaitSkipsOwnPushes => wait_skips_own_pushes,
+        Mutant::WaitGraphSkipsSearch => wait_graph_skips_search,
         // The fork participants' controls run from loom_participants.rs.
         Mutant::TrustLatePrepare
         | Mutant::SkipParticipantParent
@@ -354,6 +358,48 @@ fn completion_skips_fence() {
     });
 }
 
+/// (x) `common::wait_covers_own_push`: with the mutant the body's wait
+/// returns before the op it pushed ran. Threads: main + 1 compute + 1
+/// stand-in.
+fn wait_skips_own_pushes() {
+    check("wait_covers_own_push", wait_covers_own_push);
+}
+
+/// (y) `common::waits_that_would_close_a_cycle`: with the mutant both waits
+/// are listed and each waits for an op queued behind the other. Threads:
+/// main + 1 compute + 1 host (+ a stand-in).
+fn wait_graph_skips_search() {
+    check(
+        "waits_that_would_close_a_cycle",
+        waits_that_would_close_a_cycle,
+    );
+}
+
+#[test]
+fn caught_wait_skips_own_pushes() {
+    let msg = caught(Mutant::WaitSkipsOwnPushes);
+    assert!(
+        msg.contains("returned before an op it pushed"),
+        "expected the wait rule's assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_wait_skips_own_pushes() {
+    wait_skips_own_pushes();
+}
+
+#[test]
+fn caught_wait_graph_skips_search() {
+    let msg = caught(Mutant::WaitGraphSkipsSearch);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_wait_graph_skips_search() {
+    wait_graph_skips_search();
+}
+
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
 /// Set (to anything) to run a mutant's child-layer scenario instead.
 const CHILD_LAYER_ENV: &str = "FORKSAFE_LOOM_CHILD_LAYER";
@@ -386,6 +432,8 @@ fn mutant_run() {
         "PauseFirstSlotOnly" => Mutant::PauseFirstSlotOnly,
         "InlineIgnoresPause" => Mutant::InlineIgnoresPause,
         "CompletionSkipsFence" => Mutant::CompletionSkipsFence,
+        "WaitSkipsOwnPushes" => Mutant::WaitSkipsOwnPushes,
+        "WaitGraphSkipsSearch" => Mutant::WaitGraphSkipsSearch,
         other => panic!("unknown mutant {other}"),
     };
     mutant::set(Some(m));

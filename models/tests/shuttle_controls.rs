@@ -491,3 +491,32 @@ fn caught_inline_ignores_pause() {
 fn sound_inline_ignores_pause() {
     sound(inline_run_meets_a_quiesce);
 }
+
+/// (x) `common::wait_covers_own_push`: with the mutant the body's wait
+/// returns before the op it pushed ran.
+#[test]
+fn caught_wait_skips_own_pushes() {
+    let msg = caught(Mutant::WaitSkipsOwnPushes, wait_covers_own_push);
+    assert!(
+        msg.contains("returned before an op it pushed"),
+        "expected the wait rule's assertion, got: {msg}"
+    );
+}
+
+#[test]
+fn sound_wait_skips_own_pushes() {
+    sound(wait_covers_own_push);
+}
+
+/// (y) `common::waits_that_would_close_a_cycle`: with the mutant both
+/// waits are listed and each waits for an op queued behind the other.
+#[test]
+fn caught_wait_graph_skips_search() {
+    let msg = caught(Mutant::WaitGraphSkipsSearch, waits_that_would_close_a_cycle);
+    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
+}
+
+#[test]
+fn sound_wait_graph_skips_search() {
+    sound(waits_that_would_close_a_cycle);
+}

@@ -6,7 +6,7 @@
 
 use crate::forking::{exit_now, read_pipe, wait_child, write_fd};
 use crate::program::{fail_message, mix, panic_message, Mode, OpStmt, Outcome, Program, Stmt};
-use crate::reference::{Fate, Model, Predicted, RefKind, RefOp};
+use crate::reference::{BodyWait, Fate, Model, Predicted, RefKind, RefOp};
 use forksafe::{Config, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
 use forksafe_testkit::GilBridge;
 use std::collections::BTreeSet;
@@ -260,7 +260,8 @@ struct Runner<'p> {
     since: Vec<RefOp>,
     expect: Vec<Option<Runs>>,
     /// What each statement's in-body wait must return.
-    expect_wait: Vec<Option<Result<(), Error>>>,
+    /// Each statement's op id and what its in-body wait should return.
+    expect_wait: Vec<Option<(u64, BodyWait)>>,
     guards: Vec<QuiesceGuard>,
     in_child: bool,
     stats: Stats,
@@ -430,7 +431,7 @@ impl Runner<'_> {
                     return Err(format!("op id {id}, reference {}", op.id));
                 }
                 if let Some(i) = idx {
-                    self.expect_wait[i] = body_wait;
+                    self.expect_wait[i] = body_wait.map(|w| (id, w));
                     self.expect[i] = Some(match fate {
                         Fate::Ran => Runs::Once,
                         Fate::Skipped | Fate::Internal => Runs::Never,
@@ -540,12 +541,12 @@ impl Runner<'_> {
             }
         }
         for (i, want) in self.expect_wait.iter().enumerate() {
-            let Some(want) = want else { continue };
+            let Some((id, want)) = want else { continue };
             let got = self.shared.body_waits[i]
                 .try_lock()
                 .map_err(|e| e.to_string())?
                 .clone();
-            if got.as_ref() != Some(want) {
+            if !got.as_ref().is_some_and(|g| want.accepts(*id, g)) {
                 return Err(format!(
                     "s{i}'s wait_for_var inside its body: {got:?}, reference {want:?}"
                 ));

@@ -123,7 +123,36 @@ pub struct Predicted {
     /// Whether its body runs.
     pub fate: Fate,
     /// What the `wait_for_var` inside its body returns, if it waits.
-    pub body_wait: Option<Result<(), Error>>,
+    pub body_wait: Option<BodyWait>,
+}
+
+/// What a `wait_for_var` inside a body returns (docs/DESIGN.md, "Waiting
+/// inside an op").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyWait {
+    /// `WaitOnSelf` naming the op itself: it writes the var.
+    OnSelf,
+    /// The var's result once every earlier write is complete (it reads the
+    /// var): or `WaitOnSelf` naming a later op, if a write pushed after it
+    /// and before the wait is queued behind it on the var (a race between
+    /// the body and the program's next pushes, so either is right).
+    Settled(Result<(), Error>),
+}
+
+impl BodyWait {
+    /// Whether `got` is what this predicts, for an op with id `op`.
+    pub fn accepts(&self, op: u64, got: &Result<(), Error>) -> bool {
+        match (self, got) {
+            (BodyWait::OnSelf, Err(Error::WaitOnSelf { op: o, on, .. })) => {
+                o.id == op && on.id == op
+            }
+            (BodyWait::Settled(_), Err(Error::WaitOnSelf { op: o, on, .. })) => {
+                o.id == op && on.id > op
+            }
+            (BodyWait::Settled(want), got) => want == got,
+            (BodyWait::OnSelf, _) => false,
+        }
+    }
 }
 
 /// The serial reference state.
@@ -195,16 +224,16 @@ impl Model {
 
     /// What a `wait_for_var` inside `op`'s body returns, before `op` runs:
     /// `WaitOnSelf` on a var it writes; on a var it reads, every earlier
-    /// write is complete, so the var's poison.
-    pub fn body_wait(&self, op: &RefOp) -> Option<Result<(), Error>> {
+    /// write is complete, so the var's poison (see [`BodyWait`]).
+    pub fn body_wait(&self, op: &RefOp) -> Option<BodyWait> {
         let RefKind::User { op: stmt, .. } = &op.kind else {
             return None;
         };
         let v = stmt.waited_var()? as usize;
         if op.writes().contains(&v) {
-            return Some(Err(Error::WaitOnSelf));
+            return Some(BodyWait::OnSelf);
         }
-        Some(self.wait_var(v))
+        Some(BodyWait::Settled(self.wait_var(v)))
     }
 
     /// Runs an accepted op serially.

@@ -63,6 +63,7 @@ from ._forksafe import (
     ShutDownError,
     Var,
     WaitTimeout,
+    WaitOnSelfError,
     fork_epoch,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "ShutDownError",
     "Var",
     "WaitTimeout",
+    "WaitOnSelfError",
     "default_engine",
     "fork_drain",
     "fork_epoch",
@@ -90,6 +92,14 @@ _live: "_weakref.WeakSet[Engine]" = _weakref.WeakSet()
 _default: "Engine | None" = None
 _default_lock = _threading.Lock()
 _fork_drain_override: float | None = None
+
+
+def _forever_is_none(timeout: Optional[float]) -> Optional[float]:
+    # Python's convention: inf, or a value too large for a deadline (the
+    # binding's limit, about 31 years), waits for ever.
+    if timeout is not None and timeout >= 1e9:
+        return None
+    return timeout
 
 
 class OpFuture(_cf.Future):
@@ -112,11 +122,26 @@ class OpFuture(_cf.Future):
       ``'lost_in_fork'`` (the op never runs there).
     """
 
-    def __init__(self, name: str = "op") -> None:
+    def __init__(self, name: str = "op", engine: Optional["Engine"] = None) -> None:
         super().__init__()
         self.op_id: Optional[int] = None
         self.name = name
         self._epoch = fork_epoch()
+        self._engine = engine
+
+    def _wait_inside_op(self, timeout: Optional[float]) -> None:
+        # Inside an op of its engine, `result` is an engine wait: the wait
+        # rule holds (WaitOnSelfError, never a deadlock) and the blocked
+        # callback's worker gets a stand-in, so the op can run.
+        eng = self._engine
+        if eng is None or self.op_id is None or super().done():
+            return
+        if eng.current_op() is None:
+            return
+        try:
+            eng._wait_op(self.op_id, timeout)
+        except WaitTimeout as e:
+            raise _cf.TimeoutError(str(e)) from e
 
     def _forksafe_resolve(self, ok: bool, value: Any) -> None:
         # Called once by the engine (twice only in a fork child racing a
@@ -141,14 +166,27 @@ class OpFuture(_cf.Future):
         return super().done()
 
     def running(self) -> bool:
-        return not self.done()
+        # As concurrent.futures: started and not done (a queued op is not).
+        if self.done():
+            return False
+        eng = self._engine
+        if eng is None or self.op_id is None:
+            return False
+        try:
+            return bool(eng._op_running(self.op_id))
+        except ForksafeError:
+            return False
 
     def result(self, timeout: Optional[float] = None) -> Any:
         self._check_lost()
+        timeout = _forever_is_none(timeout)
+        self._wait_inside_op(timeout)
         return super().result(timeout)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         self._check_lost()
+        timeout = _forever_is_none(timeout)
+        self._wait_inside_op(timeout)
         return super().exception(timeout)
 
     def add_done_callback(self, fn: Callable[["_cf.Future[Any]"], object]) -> None:
@@ -210,7 +248,7 @@ class Engine(_native.Engine):
         that exception: waits on them re-raise it. ``run_on_error`` runs
         ``fn`` even when an input is poisoned.
         """
-        fut = OpFuture(str(name or getattr(fn, "__qualname__", "callback")))
+        fut = OpFuture(str(name or getattr(fn, "__qualname__", "callback")), self)
         self._push(
             fn,
             fut,
@@ -226,7 +264,7 @@ class Engine(_native.Engine):
 
     def _run_kernel(self, kind: str, inputs: list, out: Any = None,
                     scalar: Any = None, name: Optional[str] = None) -> OpFuture:
-        fut = OpFuture(name or kind)
+        fut = OpFuture(name or kind, self)
         self._kernel(kind, fut, inputs, out, scalar, name=name)
         return fut
 
@@ -266,7 +304,7 @@ class Engine(_native.Engine):
               writes: Optional[Iterable[Any]] = None, name: str = "sleep") -> OpFuture:
         """A compute-lane op that sleeps ``seconds`` (a stand-in for a long
         Rust kernel), reading ``reads`` and writing ``writes``."""
-        fut = OpFuture(name)
+        fut = OpFuture(name, self)
         self._sleep(seconds, fut, reads=_names(reads), writes=_names(writes), name=name)
         return fut
 

@@ -8,18 +8,35 @@
 //! makes a writer exclusive: no two ops that touch one var with a write
 //! between them overlap.
 //!
-//! What the binding relies on, and what a user must not break:
+//! # Memory safety
 //!
-//! - The array object is kept alive by the `Data` (a reference in a
-//!   [`HostObj`]), and the data pointer and length are read once, at
-//!   registration: numpy cannot move an array's buffer while other
-//!   references exist except through `resize(refcheck=False)`, which
-//!   numpy documents as the caller's promise that nobody else holds it.
-//! - Between registration and the last op, Python code outside ops should
-//!   touch the array only after `Engine.get` (which waits for writers);
-//!   Rust kernels read and write it through raw pointers, so two data vars
-//!   over overlapping memory are not undefined behaviour in Rust, but they
-//!   are ordered independently (register the base array once).
+//! Kernels read and write a registered array through a raw pointer with the
+//! GIL released, so no sequence of numpy calls may move or free its buffer
+//! while the `Data` lives:
+//!
+//! - The `Data` keeps the array alive (a reference in a [`HostObj`]) and a
+//!   weak reference to it and to every ndarray it views (its `.base`
+//!   chain). numpy refuses to resize an array that has a weak reference,
+//!   `refcheck=False` included (`ValueError`), so neither the array nor a
+//!   base it views can be reallocated. A buffer that is not an ndarray (a
+//!   `bytearray`, an `mmap`) is held through numpy's buffer export, which
+//!   refuses resizing and closing (`BufferError`).
+//! - What else can change in place (`dtype`, `shape`, `strides`, the
+//!   `writeable` flag) keeps the buffer where it is, so every push re-reads
+//!   the array under the GIL ([`kernel_view`]) and refuses what the kernel
+//!   cannot do with it now: a dtype or layout it does not take
+//!   (`TypeError`), a read-only output (`ValueError`). The kernel then uses
+//!   that push's view: memory of the same, pinned allocation.
+//! - `ndarray.__setstate__` (the pickle protocol) replaces and frees an
+//!   array's buffer whatever refers to it; numpy's own views crash on it.
+//!   A push after it is refused (its data pointer changed: `ValueError`); a
+//!   kernel already queued when it runs is not protected: do not unpickle
+//!   into a registered array.
+//!
+//! Between registration and the last op, Python code outside ops should
+//! touch the array only after `Engine.get` (which waits for writers); two
+//! data vars over overlapping memory are ordered independently (register
+//! the base array once).
 
 use crate::bridge::HostObj;
 use forksafe::Var;
@@ -27,6 +44,7 @@ use forksafe_core::sync::Arc;
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 /// The element types the Rust kernels handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +68,34 @@ impl Dtype {
     }
 }
 
-/// Where a registered array's elements are, for the Rust kernels: `None`
-/// when its dtype or layout is not one they handle (Python callbacks still
-/// get the array).
+/// The memory order of a contiguous array. Elementwise kernels walk
+/// memory, not indices, so their operands must share one order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Both C and Fortran contiguous: 0-d, 1-d, or at most one element.
+    Either,
+    /// Row-major only.
+    C,
+    /// Column-major only.
+    F,
+}
+
+impl Order {
+    /// Whether elementwise operands of these orders pair element by element.
+    pub(crate) fn agrees(self, other: Order) -> bool {
+        self == other || self == Order::Either || other == Order::Either
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Order::Either => "contiguous",
+            Order::C => "C-ordered",
+            Order::F => "Fortran-ordered",
+        }
+    }
+}
+
+/// Where an array's elements are for one kernel push, read under the GIL.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RawElems {
     pub(crate) dtype: Dtype,
@@ -60,30 +103,73 @@ pub(crate) struct RawElems {
     pub(crate) ptr: usize,
     /// How many elements.
     pub(crate) len: usize,
+    pub(crate) order: Order,
+}
+
+/// An array's kernel view at one push, and its shape.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelView {
+    pub(crate) raw: RawElems,
+    pub(crate) shape: Vec<usize>,
 }
 
 /// A registered array and its var (shared by the `Data` object and every
-/// op that names it).
+/// op that names it). Guards the pin of the module's "Memory safety".
 pub(crate) struct DataInner {
     pub(crate) var: Var,
     pub(crate) array: HostObj,
-    pub(crate) writeable: bool,
-    pub(crate) raw: Option<RawElems>,
+    /// Weak references to the array and every ndarray in its base chain:
+    /// numpy resizes none of them while these live.
+    _pins: HostObj,
+    /// The data pointer at registration: a push that finds another one
+    /// (the buffer was replaced) is refused.
+    registered_ptr: usize,
 }
 
-/// The contiguous elements of `arr` if it has one of the kernels' dtypes.
+impl DataInner {
+    /// Whether the array is writeable now (its flag can change after
+    /// registration).
+    pub(crate) fn writeable(&self, py: Python<'_>) -> bool {
+        let array = self.array.bind(py);
+        match array.cast::<numpy::PyUntypedArray>() {
+            // SAFETY: a live ndarray (the GIL is held); `flags` is read.
+            Ok(a) => unsafe {
+                (*a.as_array_ptr()).flags & numpy::npyffi::flags::NPY_ARRAY_WRITEABLE != 0
+            },
+            Err(_) => false,
+        }
+    }
+}
+
+/// The data pointer of `arr` if it is an ndarray.
+fn data_ptr(arr: &Bound<'_, PyAny>) -> Option<usize> {
+    let a = arr.cast::<numpy::PyUntypedArray>().ok()?;
+    // SAFETY: `a` is a live ndarray (the GIL is held); its `data` field
+    // is read, not dereferenced.
+    Some(unsafe { (*a.as_array_ptr()).data } as usize)
+}
+
+/// The contiguous, aligned elements of `arr` if it has one of the kernels'
+/// dtypes (native byte order).
 fn raw_elems(arr: &Bound<'_, PyAny>) -> Option<RawElems> {
     macro_rules! try_dtype {
         ($t:ty, $d:expr) => {
             if let Ok(a) = arr.cast::<PyArrayDyn<$t>>() {
                 let aligned = (a.data() as usize) % std::mem::align_of::<$t>() == 0;
-                if !a.is_contiguous() || !aligned {
+                let order = match (a.is_c_contiguous(), a.is_fortran_contiguous()) {
+                    (true, true) => Order::Either,
+                    (true, false) => Order::C,
+                    (false, true) => Order::F,
+                    (false, false) => return None,
+                };
+                if !aligned {
                     return None;
                 }
                 return Some(RawElems {
                     dtype: $d,
                     ptr: a.data() as usize,
                     len: a.len(),
+                    order,
                 });
             }
         };
@@ -128,14 +214,26 @@ impl PyData {
                         })?;
                 np.call_method1("asarray", (view,))?
             };
-        let writeable: bool = array.getattr("flags")?.getattr("writeable")?.extract()?;
-        let raw = raw_elems(&array);
+        // Pin the buffer: a weak reference to the array and to each
+        // ndarray it views stops numpy from resizing any of them.
+        let weakref = py.import("weakref")?.getattr("ref")?;
+        let pins = PyList::empty(py);
+        let mut owner = array.clone();
+        while owner.is_instance(&ndarray)? {
+            pins.append(weakref.call1((&owner,))?)?;
+            let base = owner.getattr("base")?;
+            if base.is_none() {
+                break;
+            }
+            owner = base;
+        }
+        let registered_ptr = data_ptr(&array).unwrap_or(0);
         Ok(PyData {
             inner: Arc::new(DataInner {
                 var,
                 array: HostObj::new(array.unbind()),
-                writeable,
-                raw,
+                _pins: HostObj::new(pins.into_any().unbind()),
+                registered_ptr,
             }),
         })
     }
@@ -157,21 +255,49 @@ pub(crate) fn callback_view<'py>(
     Ok(view)
 }
 
-/// The raw elements of `data` for a kernel, or a `TypeError` naming what
-/// is missing.
-pub(crate) fn kernel_elems(data: &DataInner, op: &str, write: bool) -> PyResult<RawElems> {
-    let raw = data.raw.ok_or_else(|| {
-        PyTypeError::new_err(format!(
-            "{op}: the Rust kernels take contiguous float32, float64, int32, int64 or bool \
-             arrays; use a Python callback (Engine.push) for others"
-        ))
-    })?;
-    if write && !data.writeable {
+/// What a kernel pushed now may do with `data`'s array, read now under
+/// the GIL: its elements and shape; a `TypeError` for a dtype or layout
+/// the kernels do not take, a `ValueError` for a read-only output or a
+/// replaced buffer (the module's "Memory safety").
+pub(crate) fn kernel_view(
+    py: Python<'_>,
+    data: &DataInner,
+    op: &str,
+    write: bool,
+) -> PyResult<KernelView> {
+    let array = data.array.bind(py);
+    if data_ptr(array) != Some(data.registered_ptr) {
         return Err(PyValueError::new_err(format!(
-            "{op}: the output array is read-only"
+            "{op}: the array's buffer was replaced since Engine.data() \
+             (ndarray.__setstate__?); register the array again"
         )));
     }
-    Ok(raw)
+    let raw = raw_elems(array).ok_or_else(|| {
+        let dtype = array
+            .getattr("dtype")
+            .and_then(|d| d.str())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!(
+            "{op}: the Rust kernels take contiguous, aligned float32, float64, int32, int64 \
+             or bool arrays in native byte order, got a {dtype} array that is not one; use \
+             numpy.ascontiguousarray, or a Python callback (Engine.push)"
+        ))
+    })?;
+    let a = array.cast::<numpy::PyUntypedArray>()?;
+    if write {
+        // SAFETY: `a` is a live ndarray (the GIL is held); `flags` is read.
+        let flags = unsafe { (*a.as_array_ptr()).flags };
+        if flags & numpy::npyffi::flags::NPY_ARRAY_WRITEABLE == 0 {
+            return Err(PyValueError::new_err(format!(
+                "{op}: the output array is read-only"
+            )));
+        }
+    }
+    Ok(KernelView {
+        raw,
+        shape: a.shape().to_vec(),
+    })
 }
 
 #[pymethods]

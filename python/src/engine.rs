@@ -1,7 +1,7 @@
 //! `Engine` and `Var` for Python: pushing callbacks and kernels, waiting.
 
 use crate::bridge::{drain_deferred, HostObj, PyBridge};
-use crate::data::{kernel_elems, PyData};
+use crate::data::{kernel_view, PyData};
 use crate::engine_ref::EngineRef;
 use crate::errors::{to_py, IntoPy};
 use crate::future::{push_from_python, HostCall, Resolver};
@@ -18,6 +18,13 @@ use std::time::{Duration, Instant};
 /// the GIL back to run signal handlers (Ctrl-C, pytest-timeout).
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
+/// A shutdown's `timeout`: `0` cancels what is queued at once (the
+/// shortest deadline), `inf` or a huge value waits for ever (the longest
+/// deadline core keeps); negative or NaN is a `ValueError`.
+pub(crate) fn shutdown_wait(t: f64) -> PyResult<Duration> {
+    Ok(wait_timeout(Some(t))?.unwrap_or(Duration::MAX))
+}
+
 /// Seconds (a positive, finite float) as a `Duration`.
 pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     if !(s.is_finite() && s > 0.0) {
@@ -27,6 +34,30 @@ pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     }
     Duration::try_from_secs_f64(s)
         .map_err(|_| PyValueError::new_err(format!("{what} is out of range: {s}")))
+}
+
+/// Timeouts at or above this many seconds (about 31 years) are no deadline.
+const FOREVER_SECONDS: f64 = 1e9;
+
+/// A wait's `timeout` in Python's convention: `None`, `inf` or any value
+/// from [`FOREVER_SECONDS`] up waits for ever (`None` here); `0` polls (the
+/// shortest deadline: a wait that is not over raises `WaitTimeout`); a
+/// negative number or NaN is a `ValueError`.
+pub(crate) fn wait_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    let Some(t) = timeout else {
+        return Ok(None);
+    };
+    if t.is_nan() || t < 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "timeout must be None or a number of seconds >= 0, got {t}"
+        )));
+    }
+    if t >= FOREVER_SECONDS {
+        return Ok(None);
+    }
+    Ok(Some(
+        Duration::from_secs_f64(t).max(Duration::from_nanos(1)),
+    ))
 }
 
 fn parse_priority(p: &str) -> PyResult<Priority> {
@@ -68,18 +99,19 @@ fn blocking<T: Send>(
     timeout: Option<f64>,
     call: impl Fn(Option<Duration>) -> forksafe::Result<T> + Sync,
 ) -> PyResult<T> {
-    let total = timeout.map(|t| seconds("timeout", t)).transpose()?;
+    let total = wait_timeout(timeout)?;
     if !on_main_thread(py)? {
         return py.detach(|| call(total)).py_err(py);
     }
-    let deadline = total.map(|t| Instant::now() + t);
+    let deadline = total.and_then(|t| Instant::now().checked_add(t));
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = match left {
             Some(l) if l <= SIGNAL_SLICE => Some(l.max(Duration::from_micros(1))),
             _ => Some(SIGNAL_SLICE),
         };
-        let last = slice == left;
+        // The slice that ends at the deadline is the last one.
+        let last = left.is_some_and(|l| l <= SIGNAL_SLICE);
         match py.detach(|| call(slice)) {
             Err(forksafe::Error::Timeout { .. }) if !last => py.check_signals()?,
             other => return other.py_err(py),
@@ -258,7 +290,9 @@ impl PyEngine {
     /// returns its array (the registered object: it shares its memory).
     /// Raises what the write that poisoned it raised (the callback's own
     /// exception, or `OpError`), `WaitTimeout` after `timeout` seconds.
-    /// Inside an op that writes `data` it returns at once.
+    /// Inside an op, the wait rule holds (`WaitOnSelfError`), but for the
+    /// calling op's own write of `data`: then it returns at once (the
+    /// callback holds the array).
     #[pyo3(signature = (data, timeout=None))]
     fn get(
         &self,
@@ -275,7 +309,7 @@ impl PyEngine {
                 None => engine.wait_for_var(var),
             };
             match r {
-                Err(forksafe::Error::WaitOnSelf) => Ok(()),
+                Err(forksafe::Error::WaitOnSelf { op, on, .. }) if op.id == on.id => Ok(()),
                 other => other,
             }
         })?;
@@ -308,7 +342,7 @@ impl PyEngine {
         let writes = writes.map_or(Ok(Vec::new()), |w| named_of(&w, "writes"))?;
         for w in &writes {
             if let Named::Data(d) = w {
-                if !d.writeable {
+                if !d.writeable(py) {
                     return Err(PyValueError::new_err(
                         "push: a data var in writes holds a read-only array",
                     ));
@@ -403,48 +437,53 @@ impl PyEngine {
             .map(|i| data_of(i, kind))
             .collect::<PyResult<_>>()?;
         let out = out.map(|o| data_of(&o, kind)).transpose()?;
-        let in_raw: Vec<_> = ins
+        let in_views: Vec<_> = ins
             .iter()
-            .map(|d| kernel_elems(d, kind, false))
+            .map(|d| kernel_view(py, d, kind, false))
             .collect::<PyResult<_>>()?;
-        let out_raw = out
+        let out_view = out
             .as_ref()
-            .map(|d| kernel_elems(d, kind, true))
+            .map(|d| kernel_view(py, d, kind, true))
             .transpose()?;
-        let all: Vec<_> = in_raw.iter().copied().chain(out_raw).collect();
-        if let Err((type_error, m)) = kernels::check_same(kind, &all) {
-            return Err(if type_error {
-                PyTypeError::new_err(m)
-            } else {
-                PyValueError::new_err(m)
-            });
-        }
         let scalar = scalar.map(|s| scalar_of(&s)).transpose()?;
+        let (n_in, with_out, with_scalar) = match kind {
+            "add" | "mul" => (2, true, false),
+            "scale" => (1, true, true),
+            "copy" => (1, true, false),
+            "fill" => (0, true, true),
+            "sum" | "mean" | "max" => (1, false, false),
+            _ => return Err(PyValueError::new_err(format!("no kernel named {kind:?}"))),
+        };
+        if in_views.len() != n_in
+            || out_view.is_some() != with_out
+            || scalar.is_some() != with_scalar
+        {
+            return Err(PyTypeError::new_err(kernels::signature(kind)));
+        }
+        let all: Vec<_> = in_views.iter().chain(&out_view).collect();
+        kernels::check_operands(kind, &all).map_err(|e| match e {
+            kernels::Refused::Type(m) => PyTypeError::new_err(m),
+            kernels::Refused::Value(m) => PyValueError::new_err(m),
+        })?;
         if let (Some(s), Some(first)) = (scalar, all.first()) {
-            if !kernels::scalar_fits(first.dtype, s) {
+            if !kernels::scalar_fits(first.raw.dtype, s) {
                 return Err(PyTypeError::new_err(format!(
-                    "{kind}: {s:?} does not fit a {} array",
-                    first.dtype.name()
+                    "{kind}: {s} does not fit a {} array",
+                    first.raw.dtype.name()
                 )));
             }
         }
-        let need = |n: usize, with_out: bool, with_scalar: bool| -> PyResult<()> {
-            if in_raw.len() != n || out_raw.is_some() != with_out || scalar.is_some() != with_scalar
-            {
-                return Err(PyTypeError::new_err(format!("{kind}: wrong arguments")));
-            }
-            Ok(())
-        };
+        let in_raw: Vec<_> = in_views.iter().map(|v| v.raw).collect();
+        let out_raw = out_view.as_ref().map(|v| v.raw);
         type Body = Box<dyn FnOnce() -> Result<KernelOut, String> + Send>;
         // SAFETY (of every `unsafe` block below): each raw view was read at
-        // registration from an array its `DataInner` keeps alive (`keep`,
-        // moved into the body), checked at this push for dtype, length,
-        // alignment and writeability; the op names the inputs as reads and
-        // the output as a write, so the engine runs no writer of them
-        // alongside (I9).
+        // this push, under the GIL, from an array its `DataInner` keeps
+        // alive and pinned (`keep`, moved into the body; data.rs, "Memory
+        // safety"), and checked here for dtype, shape, order, alignment and
+        // writeability; the op names the inputs as reads and the output as
+        // a write, so the engine runs no writer of them alongside (I9).
         let body: Body = match kind {
             "add" | "mul" => {
-                need(2, true, false)?;
                 let op = if kind == "add" {
                     Binary::Add
                 } else {
@@ -458,7 +497,6 @@ impl PyEngine {
                 })
             }
             "scale" => {
-                need(1, true, true)?;
                 let (a, o, f) = (
                     in_raw[0],
                     out_raw.expect("checked"),
@@ -471,7 +509,6 @@ impl PyEngine {
                 })
             }
             "copy" => {
-                need(1, true, false)?;
                 let (a, o) = (in_raw[0], out_raw.expect("checked"));
                 // SAFETY: see above.
                 Box::new(move || unsafe {
@@ -480,7 +517,6 @@ impl PyEngine {
                 })
             }
             "fill" => {
-                need(0, true, true)?;
                 let (o, v) = (out_raw.expect("checked"), scalar.expect("checked"));
                 // SAFETY: see above.
                 Box::new(move || unsafe {
@@ -489,7 +525,6 @@ impl PyEngine {
                 })
             }
             "sum" | "mean" | "max" => {
-                need(1, false, false)?;
                 let op = match kind {
                     "sum" => Reduce::Sum,
                     "mean" => Reduce::Mean,
@@ -570,6 +605,29 @@ impl PyEngine {
         })
     }
 
+    /// Waits (GIL released) until op `op_id` has completed: what
+    /// `OpFuture.result` does first inside an op, so the wait rule holds
+    /// there (`WaitOnSelfError`) and a blocked callback gets a stand-in.
+    #[pyo3(signature = (op_id, timeout=None))]
+    fn _wait_op(&self, py: Python<'_>, op_id: u64, timeout: Option<f64>) -> PyResult<()> {
+        let engine = &self.engine;
+        blocking(py, timeout, |t| match t {
+            Some(t) => engine.wait_for_op_timeout(op_id, t),
+            None => engine.wait_for_op(op_id),
+        })
+    }
+
+    /// Whether op `op_id` has started and not completed (`OpFuture.running`).
+    fn _op_running(&self, py: Python<'_>, op_id: u64) -> PyResult<bool> {
+        self.engine.is_running(op_id).py_err(py)
+    }
+
+    /// The id of the op whose callback the calling thread runs, if it is
+    /// one of this engine's ops; None elsewhere.
+    fn current_op(&self) -> Option<u64> {
+        self.engine.current_op()
+    }
+
     /// Clears the poison of `var` (a Var or Data): an op ordered on it
     /// like any other.
     fn clear_poison(&self, py: Python<'_>, var: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -633,8 +691,8 @@ impl PyEngine {
     #[pyo3(signature = (timeout=None))]
     fn shutdown<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
         let t = match timeout {
-            Some(t) => seconds("timeout", t)?,
             None => self.engine.config().shutdown_deadline,
+            Some(t) => shutdown_wait(t)?,
         };
         let engine = &self.engine;
         let report = py.detach(|| engine.shutdown(t)).map_err(|e| to_py(py, e))?;

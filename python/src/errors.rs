@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 pyo3::create_exception!(
-    _forksafe,
+    forksafe,
     ForksafeError,
     PyException,
     "Base class of the errors forksafe raises (bad input aside, which is ValueError/TypeError)."
 );
 pyo3::create_exception!(
-    _forksafe,
+    forksafe,
     OpError,
     ForksafeError,
     "An op failed, was skipped, lost in a fork child or cancelled by shutdown. A callback's own \
@@ -28,22 +28,32 @@ pyo3::create_exception!(
      raised since the previous wait_all, this one first)."
 );
 pyo3::create_exception!(
-    _forksafe,
+    forksafe,
     ShutDownError,
     ForksafeError,
     "The engine is shut down (or shutting down): it accepts no new op."
 );
 pyo3::create_exception!(
-    _forksafe,
+    forksafe,
     WaitTimeout,
     ForksafeError,
     "A wait's deadline passed; attribute `pending` names the ops still pending."
 );
 pyo3::create_exception!(
-    _forksafe,
+    forksafe,
     ForkInProgressError,
     ForksafeError,
     "Called from the forking thread between fork's prepare and parent/child handlers."
+);
+
+pyo3::create_exception!(
+    forksafe,
+    WaitOnSelfError,
+    ForksafeError,
+    "A wait inside an op (wait, wait_all, get, an OpFuture's result) covers an op that cannot \
+     complete before the calling op: the calling op itself, or an op queued behind it. Waiting \
+     would deadlock, so it fails at once. Attributes: op_id, op_name (the calling op), on_id, \
+     on_name (what it cannot wait for), var_id (the var waited for, or None)."
 );
 
 /// What an `OpError` of kind `lost_in_fork` says (from the engine, or from
@@ -188,6 +198,20 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 .collect();
             let err = WaitTimeout::new_err(e.to_string());
             let _ = err.value(py).setattr("pending", names);
+            err
+        }
+        Error::WaitOnSelf {
+            ref op,
+            ref on,
+            var,
+        } => {
+            let err = WaitOnSelfError::new_err(e.to_string());
+            let v = err.value(py);
+            let _ = v.setattr("op_id", op.id);
+            let _ = v.setattr("op_name", op.name.as_str());
+            let _ = v.setattr("on_id", on.id);
+            let _ = v.setattr("on_name", on.name.as_str());
+            let _ = v.setattr("var_id", var);
             err
         }
         Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err(e.to_string()),

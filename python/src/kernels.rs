@@ -4,8 +4,18 @@
 //! different arrays run in parallel. They read and write through raw
 //! pointers (an op may write the array it reads: `add(a, b, out=a)`), and
 //! allocate nothing, so no input can make them abort.
+//!
+//! Each gives what the numpy expression gives, or is refused at push:
+//! elementwise operands have one dtype, one shape (no broadcasting) and
+//! one memory order (they walk memory, not indices; 0-d and 1-d arrays
+//! pair with either order); `add`/`mul` of bools are `or`/`and`, and
+//! `scale` of a bool array takes a bool factor (`and`), as numpy's
+//! operators do; integer arithmetic wraps, as numpy's does; `sum` of an
+//! integer array is an int64 total, of a float array numpy's pairwise
+//! summation in the array's dtype; reductions of bool arrays and `max` of
+//! an empty array are refused.
 
-use crate::data::{Dtype, RawElems};
+use crate::data::{Dtype, KernelView, RawElems};
 
 /// A kernel's result, turned into a Python value by its future.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,6 +48,53 @@ pub(crate) enum Scalar {
     Bool(bool),
 }
 
+/// As Python writes it, with its type: `1.5 (float)`, `True (bool)`.
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Float(x) => write!(f, "{x:?} (float)"),
+            Scalar::Int(x) => write!(f, "{x} (int)"),
+            Scalar::Bool(true) => write!(f, "True (bool)"),
+            Scalar::Bool(false) => write!(f, "False (bool)"),
+        }
+    }
+}
+
+/// Why a kernel push is refused: the Python exception's class and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// `TypeError`: a dtype or layout the kernel does not take.
+    Type(String),
+    /// `ValueError`: shapes that differ, an empty `max`.
+    Value(String),
+}
+
+/// How kernel `kind` is called, for a `TypeError` on wrong arguments.
+pub(crate) fn signature(kind: &str) -> String {
+    let how = match kind {
+        "add" | "mul" => "two Data inputs and out=",
+        "scale" => "one Data input, a number and out=",
+        "copy" => "one Data input and out=",
+        "fill" => "out= and a value",
+        _ => "one Data input",
+    };
+    format!("{kind} takes {how}")
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// The numeric element types. Integer arithmetic wraps, as numpy's does.
 trait Num: Copy + Send + PartialOrd + 'static {
     fn add(self, o: Self) -> Self;
@@ -47,6 +104,37 @@ trait Num: Copy + Send + PartialOrd + 'static {
     fn out(self) -> KernelOut;
     fn as_f64(self) -> f64;
     fn is_nan(self) -> bool;
+    /// The total of `n` elements from `at`, as numpy's `sum` gives it:
+    /// pairwise in the float dtypes, a wrapping int64 total for integers.
+    fn total(at: &impl Fn(usize) -> Self, n: usize) -> KernelOut;
+}
+
+/// numpy's pairwise summation (its `pairwise_sum` loop): fewer than 8
+/// elements in a row; up to 128 with eight running sums combined in a
+/// tree; more, split in two halves (the first a multiple of 8) summed
+/// recursively. Its error grows with the log of `n`, not with `n`.
+fn pairwise<A: Num>(at: &impl Fn(usize) -> A, start: usize, n: usize) -> A {
+    if n < 8 {
+        return (start..start + n).fold(A::zero(), |s, i| s.add(at(i)));
+    }
+    if n <= 128 {
+        let mut r: [A; 8] = std::array::from_fn(|j| at(start + j));
+        let mut i = 8;
+        while i < n - n % 8 {
+            for (j, rj) in r.iter_mut().enumerate() {
+                *rj = rj.add(at(start + i + j));
+            }
+            i += 8;
+        }
+        let mut res = (r[0].add(r[1]).add(r[2].add(r[3]))).add(r[4].add(r[5]).add(r[6].add(r[7])));
+        while i < n {
+            res = res.add(at(start + i));
+            i += 1;
+        }
+        return res;
+    }
+    let half = n / 2 - (n / 2) % 8;
+    pairwise(at, start, half).add(pairwise(at, start + half, n - half))
 }
 
 macro_rules! float {
@@ -76,6 +164,9 @@ macro_rules! float {
             }
             fn is_nan(self) -> bool {
                 <$t>::is_nan(self)
+            }
+            fn total(at: &impl Fn(usize) -> Self, n: usize) -> KernelOut {
+                KernelOut::Float(pairwise(at, 0, n) as f64)
             }
         }
     };
@@ -107,6 +198,9 @@ macro_rules! int {
             }
             fn is_nan(self) -> bool {
                 false
+            }
+            fn total(at: &impl Fn(usize) -> Self, n: usize) -> KernelOut {
+                KernelOut::Int((0..n).fold(0_i64, |s, i| s.wrapping_add(at(i) as i64)))
             }
         }
     };
@@ -143,28 +237,48 @@ macro_rules! numeric {
     };
 }
 
-/// Checks at push time that the arrays suit a kernel: one dtype, one
-/// length. The message is the `TypeError`/`ValueError` to raise.
-pub(crate) fn check_same(op: &str, arrays: &[RawElems]) -> Result<(), (bool, String)> {
-    let Some(first) = arrays.first() else {
+/// Checks at push time that the operands suit kernel `op` (the module's
+/// rules): for an elementwise kernel one dtype, one shape, one memory
+/// order; for a reduction a numeric array, and a non-empty one for `max`.
+pub(crate) fn check_operands(op: &str, views: &[&KernelView]) -> Result<(), Refused> {
+    let Some(first) = views.first() else {
         return Ok(());
     };
-    for a in arrays {
-        if a.dtype != first.dtype {
-            return Err((
-                true,
-                format!(
-                    "{op}: dtypes differ ({} and {})",
-                    first.dtype.name(),
-                    a.dtype.name()
-                ),
+    if views.len() == 1 && matches!(op, "sum" | "mean" | "max") {
+        if first.raw.dtype == Dtype::Bool {
+            return Err(Refused::Type(format!(
+                "{op}: the kernels reduce numeric arrays, not bool (use a Python callback)"
+            )));
+        }
+        if op == "max" && first.raw.len == 0 {
+            return Err(Refused::Value(
+                "max: zero-size array to reduction operation maximum which has no identity".into(),
             ));
         }
-        if a.len != first.len {
-            return Err((
-                false,
-                format!("{op}: lengths differ ({} and {})", first.len, a.len),
-            ));
+        return Ok(());
+    }
+    for v in views {
+        if v.raw.dtype != first.raw.dtype {
+            return Err(Refused::Type(format!(
+                "{op}: dtypes differ ({} and {})",
+                first.raw.dtype.name(),
+                v.raw.dtype.name()
+            )));
+        }
+        if v.shape != first.shape {
+            return Err(Refused::Value(format!(
+                "{op}: shapes differ ({} and {}); the kernels do not broadcast",
+                shape_text(&first.shape),
+                shape_text(&v.shape)
+            )));
+        }
+        if !v.raw.order.agrees(first.raw.order) {
+            return Err(Refused::Type(format!(
+                "{op}: memory orders differ ({} and {}); make them one order \
+                 (numpy.ascontiguousarray or numpy.asfortranarray)",
+                first.raw.order.name(),
+                v.raw.order.name()
+            )));
         }
     }
     Ok(())
@@ -229,7 +343,16 @@ pub(crate) unsafe fn scale(a: RawElems, factor: Scalar, out: RawElems) {
         }
     }
     // SAFETY: forwarded from the caller.
-    numeric!(out.dtype, T => unsafe { run::<T>(a, factor, out) }, bool => {})
+    numeric!(out.dtype, T => unsafe { run::<T>(a, factor, out) }, bool => {
+        // numpy's `bool_array * True`: and.
+        if let Scalar::Bool(f) = factor {
+            let (pa, po) = (a.ptr as *const bool, out.ptr as *mut bool);
+            for i in 0..out.len {
+                // SAFETY: `i < len` of both (the caller's contract).
+                unsafe { po.add(i).write(pa.add(i).read() && f) }
+            }
+        }
+    })
 }
 
 /// `out[i] = src[i]` (any of the dtypes, bytes copied).
@@ -289,12 +412,17 @@ pub(crate) unsafe fn reduce(op: Reduce, a: RawElems) -> Result<KernelOut, String
         // SAFETY: `i < len` (the caller's contract).
         let at = |i: usize| unsafe { pa.add(i).read() };
         match op {
-            Reduce::Sum => Ok((0..a.len).fold(T::zero(), |s, i| s.add(at(i))).out()),
+            Reduce::Sum => Ok(T::total(&at, a.len)),
             Reduce::Mean => {
                 if a.len == 0 {
                     return Ok(KernelOut::Float(f64::NAN));
                 }
-                let s: f64 = (0..a.len).map(|i| at(i).as_f64()).sum();
+                // numpy's mean: a pairwise sum in float64 for integers, in
+                // the array's dtype for floats, then divided.
+                let s = match T::total(&at, a.len) {
+                    KernelOut::Float(s) => s,
+                    _ => pairwise(&|i| at(i).as_f64(), 0, a.len),
+                };
                 Ok(KernelOut::Float(s / a.len as f64))
             }
             Reduce::Max => {

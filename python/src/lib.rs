@@ -122,7 +122,7 @@ fn shutdown_default(py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         return Ok(());
     };
     let t = match timeout {
-        Some(t) => engine::seconds("timeout", t)?,
+        Some(t) => engine::shutdown_wait(t)?,
         None => e.config().shutdown_deadline,
     };
     py.detach(|| e.shutdown(t))
@@ -166,6 +166,7 @@ fn _forksafe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OpError", py.get_type::<errors::OpError>())?;
     m.add("ShutDownError", py.get_type::<errors::ShutDownError>())?;
     m.add("WaitTimeout", py.get_type::<errors::WaitTimeout>())?;
+    m.add("WaitOnSelfError", py.get_type::<errors::WaitOnSelfError>())?;
     m.add(
         "ForkInProgressError",
         py.get_type::<errors::ForkInProgressError>(),

@@ -109,6 +109,8 @@ impl<P: Payload> Shared<P> {
         ctl.push_waiters.clear();
         ctl.report = Some(report);
         drop(ctl);
+        // The parent's waits inside ops are not the child's.
+        self.wait_graph.clear();
         for lane in Lane::ALL {
             let mut ls = self.lane(lane).lock();
             // Ready ops were all in the live index and are done by now.

@@ -15,6 +15,7 @@ mod shutdown;
 mod snapshot;
 mod token;
 mod wait;
+mod wait_graph;
 mod waiters;
 mod worker;
 #[cfg(test)]
@@ -47,6 +48,7 @@ use crate::trace::{TraceEvent, Tracer};
 use crate::var::VarState;
 use control::ControlCell;
 use std::time::Duration;
+use wait_graph::WaitGraph;
 use waiters::Waiters;
 
 /// Engine sizing and limits. [`Config::validate`] checks the ranges.
@@ -177,6 +179,8 @@ pub(crate) struct Shared<P: Payload> {
     pub(crate) live: LiveIndex<P>,
     /// `wait_all` and shutdown waiters; model builds: timed waiters.
     pub(crate) waiters: Waiters,
+    /// The waits inside ops that block, and what each waits for.
+    pub(crate) wait_graph: WaitGraph<P>,
     /// Padded: written by every push, so it shares no line with what
     /// workers read per op (the lifecycle state, the epoch).
     pub(crate) next_op: CachePadded<AtomicU64>,
@@ -312,6 +316,7 @@ impl<P: Payload> Engine<P> {
             control: ControlCell::new(),
             live: LiveIndex::new(),
             waiters: Waiters::new(),
+            wait_graph: WaitGraph::new(),
             next_op: CachePadded::new(AtomicU64::new(1)),
             next_var: AtomicU64::new(1),
             pending: CachePadded::new(AtomicUsize::new(0)),
@@ -335,9 +340,13 @@ impl<P: Payload> Engine<P> {
         self.shared.control.state()
     }
 
-    /// A new var of this engine.
+    /// A new var of this engine; [`Error::ShutDown`] once a shutdown began.
     pub fn new_var(&self) -> Result<Var<P>> {
         let _section = self.shared.enter()?;
+        // No op could ever use it.
+        if matches!(self.shared.state(), State::ShuttingDown | State::Stopped) {
+            return Err(Error::ShutDown);
+        }
         let id = self.shared.next_var.fetch_add(1, Ordering::Relaxed);
         Ok(Var {
             engine: self.shared.key(),
@@ -372,6 +381,19 @@ impl<P: Payload> Engine<P> {
     /// error it reports).
     pub fn current_op(&self) -> Option<u64> {
         self.shared.calling_op()
+    }
+
+    /// Whether op `id` has been started (by a worker, a stand-in or its
+    /// pusher) and has not completed: what `concurrent.futures` calls
+    /// running. False for an op that is queued, done, or not this
+    /// engine's; a look at the live set, not for a per-op loop.
+    pub fn is_running(&self, id: u64) -> Result<bool> {
+        let _section = self.shared.enter()?;
+        Ok(self
+            .shared
+            .live
+            .get(id)
+            .is_some_and(|op| op.is(crate::op::OpStatus::Running)))
     }
 
     /// How many ops are accepted and not yet complete. It looks at each

@@ -98,6 +98,7 @@ impl<P: Payload> Shared<P> {
             name,
             run_on_error,
             action,
+            handle: _,
         } = spec;
         let mut pusher = PushSide {
             freed: Vec::new(),
@@ -264,10 +265,10 @@ impl<P: Payload> Shared<P> {
 
 /// The positions of `spec`'s vars (reads, then writes) in var-id order: the
 /// order a push takes their locks in. A var named twice, or more than
-/// [`MAX_OP_VARS`] vars, is an error.
+/// [`MAX_OP_VARS`] vars (a handle's var aside), is an error.
 fn lock_order<P>(spec: &OpSpec<P>) -> Result<SmallVec<[u32; 4]>> {
     let n = spec.reads.len() + spec.writes.len();
-    if n > MAX_OP_VARS {
+    if n - usize::from(spec.handle) > MAX_OP_VARS {
         return Err(Error::TooManyVars);
     }
     let ids: SmallVec<[u64; 4]> = spec
@@ -276,7 +277,7 @@ fn lock_order<P>(spec: &OpSpec<P>) -> Result<SmallVec<[u32; 4]>> {
         .chain(&spec.writes)
         .map(|v| v.state.id)
         .collect();
-    // `n <= MAX_OP_VARS`, so every position fits.
+    // `n <= MAX_OP_VARS + 1`, so every position fits.
     let mut order: SmallVec<[u32; 4]> = (0..n as u32).collect();
     order.sort_unstable_by_key(|&i| ids[i as usize]);
     if order

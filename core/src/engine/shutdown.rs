@@ -74,7 +74,7 @@ impl<P: Payload> Shared<P> {
             let Ok(section) = self.enter() else {
                 break;
             };
-            let Some(left) = self.live.first_below(u64::MAX, caller) else {
+            let Some(left) = self.live.blocker_below(u64::MAX, caller) else {
                 break;
             };
             if self.clock.passed(deadline) {

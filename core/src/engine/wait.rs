@@ -1,11 +1,16 @@
 //! Waiting: `wait_for_var` and `wait_all` (I2), with deadlines, host-lock
-//! release (H2) and host interrupts. A wait from inside an op waits only for
-//! ops pushed before the calling op: any later op may depend on it, so
-//! waiting for one could deadlock (docs/DESIGN.md, "Waiting inside an op").
+//! release (H2) and host interrupts. A wait from inside an op covers what
+//! the same wait outside would, the ops the calling op pushed itself
+//! included; it blocks only once the wait graph (`wait_graph.rs`) has shown
+//! that everything it covers can complete before the calling op, and fails
+//! at once with `WaitOnSelf` otherwise (docs/DESIGN.md, "Waiting inside an
+//! op").
 
+use super::wait_graph::WaitTarget;
 use super::Payload;
 use super::{Engine, Shared};
 use crate::error::{Error, Result};
+use crate::op::OpCell;
 use crate::op_info::{Lane, OpInfo};
 use crate::pool::Spawns;
 use crate::spec::Var;
@@ -15,7 +20,9 @@ use std::time::Duration;
 impl<P: Payload> Engine<P> {
     /// Returns once every write of `var` pushed before this call has
     /// completed; then the var's poison, if any, as [`Error::Poisoned`].
-    /// From inside an op that writes `var`: [`Error::WaitOnSelf`].
+    /// From inside an op, the same, writes the op pushed itself included;
+    /// [`Error::WaitOnSelf`] at once if one of those writes cannot complete
+    /// before the calling op (it is the op, or waits for it).
     pub fn wait_for_var(&self, var: &Var<P>) -> Result<()> {
         Shared::wait_var(&self.shared, var, None)
     }
@@ -29,7 +36,9 @@ impl<P: Payload> Engine<P> {
 
     /// Returns once every op pushed before this call has completed; then
     /// every error first raised since the previous `wait_all`, as
-    /// [`Error::OpsFailed`].
+    /// [`Error::OpsFailed`]. From inside an op: every such op but the
+    /// calling one, [`Error::WaitOnSelf`] at once if one of them cannot
+    /// complete before the calling op.
     pub fn wait_all(&self) -> Result<()> {
         Shared::wait_all(&self.shared, None)
     }
@@ -39,6 +48,22 @@ impl<P: Payload> Engine<P> {
     pub fn wait_all_timeout(&self, timeout: Duration) -> Result<()> {
         let deadline = self.shared.deadline(timeout)?;
         Shared::wait_all(&self.shared, Some(deadline))
+    }
+
+    /// Returns once op `id` (a value [`Engine::push`] returned) has
+    /// completed, or at once if it has or no such op is pending. Its outcome
+    /// is not reported here: it is where the op put it (its vars' poison,
+    /// the next `wait_all`). From inside an op: [`Error::WaitOnSelf`] at
+    /// once if op `id` cannot complete before the calling op.
+    pub fn wait_for_op(&self, id: u64) -> Result<()> {
+        Shared::wait_for_op(&self.shared, id, None)
+    }
+
+    /// [`Engine::wait_for_op`] with a deadline: [`Error::Timeout`] names the
+    /// op if it is still pending when it passes.
+    pub fn wait_for_op_timeout(&self, id: u64, timeout: Duration) -> Result<()> {
+        let deadline = self.shared.deadline(timeout)?;
+        Shared::wait_for_op(&self.shared, id, Some(deadline))
     }
 }
 
@@ -70,25 +95,40 @@ impl<P: Payload> Shared<P> {
         let caller = this.calling_op();
         let mut target = None;
         let mut blocked = None;
+        let mut listed = false;
         let result = loop {
-            let section = this.enter()?;
+            let section = match this.enter() {
+                Ok(s) => s,
+                Err(e) => break Err(e),
+            };
             let mut v = var.state.inner.lock();
             // Read under the var's lock: see `VarInner::pending_writes`.
             let target = *target.get_or_insert(this.next_op.load(Ordering::Acquire));
             if v.freed {
                 break Err(Error::DeletedVar);
             }
-            if let Some(c) = caller {
-                if v.holders.iter().any(|u| u.write && u.op.id == c) {
-                    break Err(Error::WaitOnSelf);
-                }
-            }
-            let pending = v.pending_writes(caller.map_or(target, |c| c.min(target)));
+            let below = match caller {
+                Some(c) if control!(WaitSkipsOwnPushes) => c.min(target),
+                _ => target,
+            };
+            let pending = v.pending_writes(below);
             if pending.is_empty() {
                 break match &v.poison {
                     Some(e) => Err(Error::Poisoned(e.clone())),
                     None => Ok(()),
                 };
+            }
+            if let (Some(c), false) = (caller, listed) {
+                // The search takes var locks itself (after the graph's).
+                drop(v);
+                match this
+                    .wait_graph
+                    .enter(c, WaitTarget::Ops(pending), &this.live)
+                {
+                    Ok(()) => listed = true,
+                    Err(on) => break Err(this.wait_on_self(c, &on, Some(var.id()))),
+                }
+                continue;
             }
             if let Some(e) =
                 this.wait_expired(deadline, || pending.iter().map(|op| op.info()).collect())
@@ -101,13 +141,82 @@ impl<P: Payload> Shared<P> {
                 break Err(e);
             }
         };
+        this.leave_wait_graph(caller.filter(|_| listed));
         this.unblock_caller(blocked);
         result
     }
 
     fn wait_all(this: &Arc<Self>, deadline: Option<Instant>) -> Result<()> {
         let caller = this.calling_op();
-        let limit = caller.unwrap_or_else(|| this.next_op.load(Ordering::Acquire));
+        let next = this.next_op.load(Ordering::Acquire);
+        let limit = match caller {
+            Some(c) if control!(WaitSkipsOwnPushes) => c.min(next),
+            _ => next,
+        };
+        if let Some(c) = caller {
+            let listed = {
+                let _section = this.enter()?;
+                this.wait_graph
+                    .enter(c, WaitTarget::Below(limit), &this.live)
+                    .map_err(|on| this.wait_on_self(c, &on, None))
+            };
+            listed?;
+        }
+        let result = Shared::wait_gone(
+            this,
+            caller,
+            deadline,
+            |s| s.live.blocker_below(limit, caller),
+            |s| {
+                let mut left = s.live.below(limit);
+                left.retain(|op| Some(op.id) != caller);
+                left
+            },
+        )
+        .and_then(|()| {
+            let _section = this.enter()?;
+            let errors = std::mem::take(&mut this.control.lock().errors);
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(Error::OpsFailed(errors))
+            }
+        });
+        this.leave_wait_graph(caller);
+        result
+    }
+
+    fn wait_for_op(this: &Arc<Self>, id: u64, deadline: Option<Instant>) -> Result<()> {
+        let caller = this.calling_op();
+        let live = |s: &Self| s.live.get(id).filter(|op| !op.is_gone());
+        if let Some(c) = caller {
+            let listed = {
+                let _section = this.enter()?;
+                let Some(op) = live(this) else {
+                    return Ok(());
+                };
+                this.wait_graph
+                    .enter(c, WaitTarget::Ops(vec![op]), &this.live)
+                    .map_err(|on| this.wait_on_self(c, &on, None))
+            };
+            listed?;
+        }
+        let report = |s: &Self| live(s).map(|op| op.info()).into_iter().collect();
+        let result = Shared::wait_gone(this, caller, deadline, live, report);
+        this.leave_wait_graph(caller);
+        result
+    }
+
+    /// Waits until `next` finds no op left to wait for, blocking on each op
+    /// it finds until that op is gone; `report` lists what is left for a
+    /// timeout.
+    fn wait_gone(
+        this: &Arc<Self>,
+        caller: Option<u64>,
+        deadline: Option<Instant>,
+        next: impl Fn(&Self) -> Option<Arc<OpCell<P>>>,
+        report: impl Fn(&Self) -> Vec<OpInfo>,
+    ) -> Result<()> {
         let me = this.join_all_waiters()?;
         let mut blocked = None;
         let result = loop {
@@ -117,30 +226,19 @@ impl<P: Payload> Shared<P> {
             };
             // Only the op to wait on next: the list of them all (a copy of
             // each op's name) is made only for a timeout's report.
-            let blocker = this.live.first_below(limit, None);
-            let done = blocker.is_none();
-            let expired = if done {
-                None
-            } else {
-                this.wait_expired(deadline, || this.live.below(limit))
+            let blocker = next(this);
+            let Some(blocker) = blocker else {
+                break Ok(());
             };
-            // The ops left may all have completed between the check and
-            // the report: then the wait is over, not timed out.
-            let done =
-                done || matches!(&expired, Some(Error::Timeout { pending }) if pending.is_empty());
-            if done {
-                let errors = std::mem::take(&mut this.control.lock().errors);
-                break if errors.is_empty() {
-                    Ok(())
-                } else {
-                    Err(Error::OpsFailed(errors))
-                };
-            }
-            if let Some(e) = expired {
-                break Err(e);
+            match this.wait_expired(deadline, || report(this)) {
+                // The ops left may all have completed between the check
+                // and the report: then the wait is over, not timed out.
+                Some(Error::Timeout { pending }) if pending.is_empty() => break Ok(()),
+                Some(e) => break Err(e),
+                None => {}
             }
             // Parks only if its completion is sure to see this waiter.
-            if blocker.is_some_and(|op| !this.waiters.block_on(&me, &op)) {
+            if !this.waiters.block_on(&me, &blocker) {
                 continue;
             }
             if let Err(e) = Shared::block(this, section, caller, &mut blocked, deadline) {
@@ -150,6 +248,27 @@ impl<P: Payload> Shared<P> {
         this.unblock_caller(blocked);
         this.leave_all_waiters(&me);
         result
+    }
+
+    /// The error of a wait inside op `caller` that covers `on`, which cannot
+    /// complete before it.
+    fn wait_on_self(&self, caller: u64, on: &Arc<OpCell<P>>, var: Option<u64>) -> Error {
+        let op = match self.live.get(caller) {
+            Some(c) => c.info(),
+            None => on.info(),
+        };
+        Error::WaitOnSelf {
+            op: Box::new(op),
+            on: Box::new(on.info()),
+            var,
+        }
+    }
+
+    /// Unlists the wait of op `listed` from the wait graph, if it was listed.
+    fn leave_wait_graph(&self, listed: Option<u64>) {
+        if let (Some(c), Ok(_section)) = (listed, self.enter()) {
+            self.wait_graph.leave(c);
+        }
     }
 
     /// Registers the calling thread as a waiter for the live set; it must

@@ -30,6 +30,9 @@
 /// Where a lock stands in the lock order: lower ranks are taken first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum LockRank {
+    /// The waits inside ops (`engine/wait_graph.rs`): held while the
+    /// search takes var locks and live-set shards, one at a time.
+    WaitGraph = 0,
     /// A var's state (`VarState::inner`). Several at once only in var-id
     /// order (push).
     Var = 1,

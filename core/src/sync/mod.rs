@@ -34,7 +34,9 @@ use shuttle as imp;
 #[cfg(not(any(loom, shuttle)))]
 use std as imp;
 
-pub use imp::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub use imp::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 pub use imp::sync::Arc;
 #[cfg(not(loom))]
 pub use imp::thread::Thread;

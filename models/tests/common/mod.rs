@@ -795,3 +795,74 @@ pub fn inline_run_meets_a_quiesce() {
     assert_eq!(w.ran(), vec![1, 2]);
     w.engine.shutdown(LONG).unwrap();
 }
+
+/// Control (x), the wait rule: op 1's body pushes op 2 (writes var 1, on
+/// its own lane) and waits for var 1; when the wait returns, op 2 has run.
+/// One compute worker: op 2 runs on the stand-in the wait brings to life.
+/// With the mutant the wait covers only ops pushed before op 1 and returns
+/// at once. Threads: main + 1 compute + 1 stand-in.
+pub fn wait_covers_own_push() {
+    let w = Arc::new(World::new(config(1, 1, None), 2));
+    let push_and_wait = world_callback(&w, |w| {
+        w.push(&sync(step(2, &[], &[1]), Lane::Compute)).unwrap();
+        w.engine.wait_for_var(&w.vars[1]).unwrap();
+        assert!(
+            w.oracle.ran().contains(&2),
+            "a wait inside an op returned before an op it pushed"
+        );
+    });
+    let op1 = Op {
+        call: Some(push_and_wait),
+        ..sync(step(1, &[], &[0]), Lane::Compute)
+    };
+    w.push(&op1).unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2]);
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// Control (y), the wait rule's search: op 1 (compute, writes var 0) and
+/// op 2 (host, writes var 1), both pushed under a quiesce so that neither
+/// runs before both are queued; each body pushes an op that reads the
+/// other's var (so it is queued behind the other op) and waits for it.
+/// Whichever lists its wait second would close a cycle: it fails with
+/// `WaitOnSelf` naming itself, its op completes, and the other's wait
+/// returns. In every schedule exactly one fails and all four ops run. With
+/// the mutant both waits are listed and each waits for the other.
+/// Threads: main + 1 compute + 1 host (+ a stand-in).
+pub fn waits_that_would_close_a_cycle() {
+    let w = Arc::new(World::new(config(1, 1, None), 4));
+    let failed = Arc::new(Mutex::new(Vec::new()));
+    let body = |label: u32, other: usize, x: usize| {
+        let failed = failed.clone();
+        world_callback(&w, move |w| {
+            w.push(&sync(step(label + 10, &[other], &[x]), Lane::Compute))
+                .unwrap();
+            match w.engine.wait_for_var(&w.vars[x]) {
+                Ok(()) => {}
+                Err(forksafe_core::Error::WaitOnSelf { op, .. }) => {
+                    failed.lock().unwrap().push(label_of(&op.name))
+                }
+                Err(e) => panic!("op {label}'s wait: {e:?}"),
+            }
+        })
+    };
+    let op1 = Op {
+        call: Some(body(1, 1, 2)),
+        ..sync(step(1, &[], &[0]), Lane::Compute)
+    };
+    let op2 = Op {
+        call: Some(body(2, 0, 3)),
+        ..sync(step(2, &[], &[1]), Lane::Host)
+    };
+    let hold = w.engine.quiesce(LONG).unwrap();
+    w.push(&op1).unwrap();
+    w.push(&op2).unwrap();
+    drop(hold);
+    w.engine.wait_all().unwrap();
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2, 11, 12]);
+    let failed = failed.lock().unwrap().clone();
+    assert_eq!(failed.len(), 1, "ops whose wait failed: {failed:?}");
+    w.engine.shutdown(LONG).unwrap();
+}
