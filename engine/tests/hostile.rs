@@ -3,6 +3,8 @@
 //! engine still runs an op and answers a wait. No probe may panic, abort
 //! or hang (every wait from outside has a deadline).
 
+mod support;
+
 use forksafe::{Config, Engine, Error, OpErrorKind, MAX_OP_VARS};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::channel;
@@ -12,14 +14,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn engine() -> Arc<Engine> {
-    Arc::new(
-        Engine::new(Config {
-            compute_workers: 1,
-            host_workers: 1,
-            ..Config::default()
-        })
-        .unwrap(),
-    )
+    Arc::new(support::engine(1, 1))
 }
 
 /// The engine still runs an op and answers a wait.

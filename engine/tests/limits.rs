@@ -1,20 +1,14 @@
 //! Limits a user can reach: an op naming `MAX_OP_VARS` vars through every
 //! kind of push, and a body that borrows thousands of data vars at once.
 
-use forksafe::{Config, Engine, Error, MAX_OP_VARS};
+mod support;
 
-fn engine() -> Engine {
-    Engine::new(Config {
-        compute_workers: 1,
-        host_workers: 1,
-        ..Config::default()
-    })
-    .unwrap()
-}
+use forksafe::{Error, MAX_OP_VARS};
+use support::engine;
 
 #[test]
 fn max_op_vars_is_accepted_by_every_push_and_one_more_is_refused() {
-    let e = engine();
+    let e = engine(1, 1);
     let vars: Vec<_> = (0..=MAX_OP_VARS).map(|_| e.new_var().unwrap()).collect();
     let at: Vec<_> = vars[..MAX_OP_VARS].iter().collect();
     let over: Vec<_> = vars.iter().collect();
@@ -40,7 +34,7 @@ fn max_op_vars_is_accepted_by_every_push_and_one_more_is_refused() {
 
 #[test]
 fn a_body_holds_many_borrows_at_once() {
-    let e = engine();
+    let e = engine(1, 1);
     let n = 20_000;
     let data: Vec<_> = (0..n).map(|i| e.data(i as u64).unwrap()).collect();
     let out = e.data(0_u64).unwrap();

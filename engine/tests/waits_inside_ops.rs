@@ -5,7 +5,9 @@
 //! test waits from outside with a deadline, so a deadlock fails it instead
 //! of holding the suite.
 
-use forksafe::{Config, Engine, Error};
+mod support;
+
+use forksafe::{Engine, Error};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Barrier};
@@ -14,14 +16,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn engine(compute: usize, host: usize) -> Arc<Engine> {
-    Arc::new(
-        Engine::new(Config {
-            compute_workers: compute,
-            host_workers: host,
-            ..Config::default()
-        })
-        .unwrap(),
-    )
+    Arc::new(support::engine(compute, host))
 }
 
 /// Runs `body` inside an op on `lane` (host if `host`) and returns what it

@@ -128,6 +128,9 @@ class OpFuture(_cf.Future):
         self.name = name
         self._epoch = fork_epoch()
         self._engine = engine
+        # The op whose completion resolves this future, if not `op_id`
+        # (a kernel's: the host op that follows it).
+        self._wait_id: Optional[int] = None
 
     def _wait_inside_op(self, timeout: Optional[float]) -> None:
         # Inside an op of its engine, `result` is an engine wait: the wait
@@ -139,7 +142,8 @@ class OpFuture(_cf.Future):
         if eng.current_op() is None:
             return
         try:
-            eng._wait_op(self.op_id, timeout)
+            wait_id = self.op_id if self._wait_id is None else self._wait_id
+            eng._wait_op(wait_id, timeout)
         except WaitTimeout as e:
             raise _cf.TimeoutError(str(e)) from e
 

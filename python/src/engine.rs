@@ -369,8 +369,8 @@ impl PyEngine {
         let describe = |list: &[Named]| {
             list.iter()
                 .map(|n| match n {
-                    Named::Plain(v) => format!("{v:?}"),
-                    Named::Data(d) => format!("Data {:?}", d.var),
+                    Named::Plain(v) => format!("Var #{}", v.id()),
+                    Named::Data(d) => format!("Data #{}", d.var.id()),
                 })
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -782,7 +782,10 @@ impl PyEngine {
             })
         });
         drain_deferred(py);
-        pushed.py_err(py)?;
+        // The future is resolved by that host op: a wait for the future
+        // inside an op waits for it (`OpFuture._wait_inside_op`).
+        let resolve_id = pushed.py_err(py)?;
+        let _ = future.setattr("_wait_id", resolve_id);
         Ok(id)
     }
 }

@@ -13,7 +13,7 @@ pub struct PyVar {
 #[pymethods]
 impl PyVar {
     fn __repr__(&self) -> String {
-        format!("<forksafe.Var {:?}>", self.var)
+        format!("<forksafe.Var #{}>", self.var.id())
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

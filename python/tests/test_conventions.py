@@ -124,3 +124,23 @@ def test_calls_after_shutdown_raise_shut_down_error():
     # Reads of what exists still answer.
     assert eng.get(d).tolist() == [0.0, 0.0]
     assert eng.state == "stopped"
+
+
+def test_messages_and_reprs_speak_python(eng):
+    v = eng.new_var()
+    assert repr(v).startswith("<forksafe.Var #")
+    i = eng.data(np.zeros(3, dtype=np.int32))
+    with pytest.raises(TypeError) as e:
+        eng.fill(i, 1.5)
+    assert "1.5 (float)" in str(e.value) and "int32" in str(e.value)
+    with pytest.raises(TypeError) as e:
+        eng._run_kernel("scale", [i], i)
+    assert "scale takes" in str(e.value)
+    d = eng.data(np.zeros(2))
+    eng.push(lambda a: 1 / 0, writes=[d], name="bad")
+    with pytest.raises(ZeroDivisionError) as e:
+        eng.wait(d)
+    text = str(e.value.__cause__)
+    assert "Data #" in text and "Var(engine" not in text
+    for rust in ("Float(", "Int(", "Some(", "wrong arguments"):
+        assert rust not in text
