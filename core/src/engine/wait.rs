@@ -121,12 +121,9 @@ impl<P: Payload> Shared<P> {
             if let (Some(c), false) = (caller, listed) {
                 // The search takes var locks itself (after the graph's).
                 drop(v);
-                match this
-                    .wait_graph
-                    .enter(c, WaitTarget::Ops(pending), &this.live)
-                {
+                match this.list_wait(c, WaitTarget::Ops(pending), Some(var.id())) {
                     Ok(()) => listed = true,
-                    Err(on) => break Err(this.wait_on_self(c, &on, Some(var.id()))),
+                    Err(e) => break Err(e),
                 }
                 continue;
             }
@@ -154,13 +151,8 @@ impl<P: Payload> Shared<P> {
             _ => next,
         };
         if let Some(c) = caller {
-            let listed = {
-                let _section = this.enter()?;
-                this.wait_graph
-                    .enter(c, WaitTarget::Below(limit), &this.live)
-                    .map_err(|on| this.wait_on_self(c, &on, None))
-            };
-            listed?;
+            let _section = this.enter()?;
+            this.list_wait(c, WaitTarget::Below(limit), None)?;
         }
         let result = Shared::wait_gone(
             this,
@@ -190,16 +182,11 @@ impl<P: Payload> Shared<P> {
         let caller = this.calling_op();
         let live = |s: &Self| s.live.get(id).filter(|op| !op.is_gone());
         if let Some(c) = caller {
-            let listed = {
-                let _section = this.enter()?;
-                let Some(op) = live(this) else {
-                    return Ok(());
-                };
-                this.wait_graph
-                    .enter(c, WaitTarget::Ops(vec![op]), &this.live)
-                    .map_err(|on| this.wait_on_self(c, &on, None))
+            let _section = this.enter()?;
+            let Some(op) = live(this) else {
+                return Ok(());
             };
-            listed?;
+            this.list_wait(c, WaitTarget::Ops(vec![op]), None)?;
         }
         let report = |s: &Self| live(s).map(|op| op.info()).into_iter().collect();
         let result = Shared::wait_gone(this, caller, deadline, live, report);
@@ -248,6 +235,15 @@ impl<P: Payload> Shared<P> {
         this.unblock_caller(blocked);
         this.leave_all_waiters(&me);
         result
+    }
+
+    /// Lists op `caller`'s wait for `target` (on `var`, if one) in the wait
+    /// graph, or gives the `WaitOnSelf` error naming what cannot complete
+    /// before it; inside a section.
+    fn list_wait(&self, caller: u64, target: WaitTarget<P>, var: Option<u64>) -> Result<()> {
+        self.wait_graph
+            .enter(caller, target, &self.live)
+            .map_err(|on| self.wait_on_self(caller, &on, var))
     }
 
     /// The error of a wait inside op `caller` that covers `on`, which cannot
