@@ -11,8 +11,8 @@
 # `scripts/...`, `.ci/...`, `.cargo/...`, or a top-level `*.md`), optionally
 # followed by `::` and an item path:
 #
-#   `core/src/gate.rs`                          the file must exist
-#   `core/src/gate.rs::ForkGate::close`         and `fn close` must be defined
+#   `core/src/fork_gate.rs`                          the file must exist
+#   `core/src/fork_gate.rs::ForkGate::close`         and `fn close` must be defined
 #                                               in it, and `ForkGate` must be
 #                                               defined or implemented there
 #   `core/src/controls.rs::Mutant::LostNotify`  an enum variant counts
@@ -56,6 +56,13 @@ type_in() {
 test_in() {
     local name="$1" file="$2"
     if grep -B3 -E "^[[:space:]]*(pub[[:space:]]+)?fn[[:space:]]+${name}[[:space:]]*\(" "$file" | grep -q '#\[test\]'; then
+        return 0
+    fi
+    # A pair of a `control_pairs!` table (models/tests/common/mod.rs): a
+    # row names its caught test first and its sound twin second.
+    local table
+    table=$(awk '/^control_pairs! \{/ { inside = 1 } inside { print } inside && /^\}/ { inside = 0 }' "$file")
+    if grep -Eq "^[[:space:]]*(${name},|[a-z_0-9]+, ${name}:)" <<<"$table"; then
         return 0
     fi
     grep -Eq '^fn main\(' "$file" && defined_in "$name" "$file" \
@@ -165,18 +172,21 @@ self_test() {
             echo "self-test ok: $name ($want)"
         fi
     }
-    expect pass good 'Gate: `core/src/gate.rs::ForkGate::close`, child `core/src/domain.rs::ForkDomain::child()`,
+    expect pass good 'Gate: `core/src/fork_gate.rs::ForkGate::close`, child `core/src/domain.rs::ForkDomain::child()`,
 variant `core/src/controls.rs::Mutant::LostNotify`, model `models/tests/loom_fork.rs::i5_i6_fork`,
-real fork `engine/tests/fork.rs::host_pending_gil_held`, file `README.md`, mutant `core/src/gate.rs:95:13: replace`.'
+real fork `engine/tests/fork.rs::host_pending_gil_held`, file `README.md`, mutant `core/src/fork_gate.rs:95:13: replace`.'
     expect fail missing-path 'See `core/src/no_such_file.rs`.'
-    expect fail missing-item 'See `core/src/gate.rs::ForkGate::no_such_method`.'
-    expect fail wrong-type 'See `core/src/gate.rs::NoSuchType::close`.'
+    expect fail missing-item 'See `core/src/fork_gate.rs::ForkGate::no_such_method`.'
+    expect fail wrong-type 'See `core/src/fork_gate.rs::NoSuchType::close`.'
     expect fail item-in-wrong-file 'See `core/src/lifecycle.rs::ForkGate::close`.'
     expect fail missing-test 'Model `models/tests/loom_fork.rs::no_such_model`.'
     expect fail helper-is-not-a-test 'Model `models/tests/loom_fork.rs::parent_world`.'
     expect pass harness-item 'Harness `models/tests/common/with_loom.rs::check_child_inherited`.'
     expect fail missing-harness-item 'Harness `models/tests/common/mod.rs::no_such_helper`.'
     expect fail missing-scenario 'Real fork `engine/tests/fork.rs::no_such_scenario`.'
+    expect pass control-pair 'Pair `models/tests/shuttle_controls.rs::caught_lost_notify`, `models/tests/shuttle_controls.rs::sound_lost_notify`.'
+    expect fail missing-control-pair 'Pair `models/tests/shuttle_controls.rs::caught_no_such_mutant`.'
+    expect fail scenario-is-not-a-pair 'Pair `models/tests/shuttle_controls.rs::poison_passes_on`.'
     expect fail missing-md 'See `NO-SUCH-DOC.md`.'
     expect fail no-refs 'No references here at all.'
     if [ "$fails" -gt 0 ]; then

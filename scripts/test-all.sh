@@ -7,7 +7,8 @@
 #   bash scripts/test-all.sh loom shuttle    only the named stages
 #
 # Stages, in order (each prints a header and its wall time):
-#   plain    cargo test --workspace --no-fail-fast   (unit, integration, doc tests,
+#   plain    cargo nextest run --workspace, then cargo test --doc (unit,
+#            integration, doc tests,
 #                                               real-fork tests; [profile.test]
 #                                               is opt-level 2)
 #   loom     RUSTFLAGS="--cfg loom" cargo test -p forksafe-models --tests
@@ -109,9 +110,14 @@ require_tests() {
 }
 
 stage_plain() {
-    # --no-fail-fast: every test binary runs even after one fails, so a
-    # flaky watchdog in one fork test never hides a failure in another.
-    cargo test --workspace --no-fail-fast
+    # cargo-nextest runs each test in a process of its own and kills one
+    # that runs too long, naming it (.config/nextest.toml); doc tests run
+    # through cargo test, which nextest does not run.
+    if ! cargo nextest --version >/dev/null 2>&1; then
+        cargo install cargo-nextest --locked
+    fi
+    cargo nextest run --workspace --no-fail-fast
+    cargo test --workspace --doc --no-fail-fast
 }
 
 stage_loom() {

@@ -6,7 +6,7 @@
 //! medians is reported.
 
 use crate::workloads::busy_2us;
-use forksafe::{Config, Engine};
+use forksafe::{Config, CoreConfig, Engine};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -87,7 +87,10 @@ fn fork_loop(forks: u32) -> (f64, f64) {
 /// The child-process side: runs one mode and prints its figure.
 pub fn child(mode: &str, workers: usize) -> Result<(), String> {
     let config = Config {
-        compute_workers: workers,
+        core: CoreConfig {
+            compute_workers: workers,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     };
     // The ballast stays alive (and resident) through the fork loop.

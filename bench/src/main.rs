@@ -18,7 +18,7 @@
 //! `--raw` also prints one `RESULT` line per timed run (for
 //! `scripts/bench-vs-mxnet.sh` and `scripts/bench-vs-peers.sh`);
 //! `--trace FILE` writes a Chrome Trace Event timeline of the last timed
-//! run. `--inline N` times the engine with `Config::run_inline_from =
+//! run. `--inline N` times the engine with `CoreConfig::run_inline_from =
 //! Some(N)` (a pusher runs a ready op itself once its queue holds N ops).
 //! `--inline` applies to the timed workloads only.
 
@@ -30,7 +30,7 @@ mod split;
 mod stats;
 mod workloads;
 
-use forksafe::{Config, Engine};
+use forksafe::{Config, CoreConfig, Engine};
 use stats::median;
 
 #[global_allocator]
@@ -242,8 +242,11 @@ fn main() {
 
 fn run_timed(args: &Args, names: &[&String]) {
     let engine = Engine::new(Config {
-        compute_workers: args.workers,
-        run_inline_from: args.inline,
+        core: CoreConfig {
+            compute_workers: args.workers,
+            run_inline_from: args.inline,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .expect("engine");

@@ -1,7 +1,7 @@
 //! The docs/DESIGN.md workloads, each pushed from one thread (or two for
 //! `indep-2t`) and timed to the final `wait_all`.
 
-use forksafe::{Config, Engine, Var};
+use forksafe::{Config, CoreConfig, Engine, Var};
 use std::time::{Duration, Instant};
 
 /// Ops per workload run.
@@ -58,7 +58,10 @@ impl Fixture {
 /// grown structure has settled before anything is measured.
 pub fn warm_engine(workers: usize, vars: usize) -> (Engine, Vec<Var>) {
     let engine = Engine::new(Config {
-        compute_workers: workers,
+        core: CoreConfig {
+            compute_workers: workers,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .expect("engine");

@@ -13,7 +13,7 @@
 //! and tests running in parallel do not see each other's.
 
 use crate::engine::Shared;
-use crate::gate::{ForkGate, Section, CLOSED};
+use crate::fork_gate::{ForkGate, Section, CLOSED};
 use crate::lifecycle::State;
 use crate::op::OpCell;
 use crate::op_info::Lane;
@@ -23,7 +23,7 @@ use crate::Payload;
 /// A broken variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mutant {
-    /// The seed's protocol: fork prepare waits for running host ops to
+    /// MXNet's protocol: fork prepare waits for running host ops to
     /// finish while the forking thread holds the host lock (breaks H2).
     DrainingPrepare,
     /// Completion forgets to wake `wait_for_var` and `wait_all` waiters.
@@ -44,7 +44,7 @@ pub enum Mutant {
     /// (a lost wake-up in the pool's recall; breaks I2).
     RecallWithoutWake,
     /// A push from inside an op waits for room under the pending bound,
-    /// while its own op holds the last slot (breaks the bound rule: the
+    /// while its own op holds the last place (breaks the bound rule: the
     /// engine deadlocks on itself).
     PushInsideOpWaits,
     /// A fork prepare in a fork child does not settle the engine first:
@@ -71,11 +71,11 @@ pub enum Mutant {
     /// it succeeded: what it writes is not poisoned, and ops after it run
     /// on data the failed op never produced (breaks I7).
     SkippedOpPassesNothing,
-    /// A body runs while its worker holds its home ready-queue slot's lock
+    /// A body runs while its worker holds its home ready queue's lock
     /// (the lock a push onto the lane takes): a callback from the body
     /// into the engine that needs that lock waits for its own thread
     /// (breaks H1).
-    BodyUnderSlotLock,
+    BodyUnderQueueLock,
     /// A var grants its queued writer while readers still hold it (only a
     /// writer holding it stops the grant): the writer's body mutates data
     /// the readers are reading (breaks I9, the access grant, and I1).
@@ -107,12 +107,12 @@ pub enum Mutant {
     /// misses the op, and the dispatch wakes nobody (the same lost wake-up
     /// from the pusher's side; breaks I2).
     WantedReadBeforeQueue,
-    /// A quiesce pauses only a lane's first ready-queue slot: a worker whose
-    /// home is another slot starts an op there while the quiesce holds
-    /// (breaks I3 across slots).
-    PauseFirstSlotOnly,
+    /// A quiesce pauses only a lane's first ready queue: a worker whose
+    /// home is another queue starts an op there while the quiesce holds
+    /// (breaks I3 across queues).
+    PauseFirstQueueOnly,
     /// A pusher runs its ready op inline without checking whether a
-    /// quiesce holds the slot: the body runs after the quiesce returned
+    /// quiesce holds the queue: the body runs after the quiesce returned
     /// (breaks I3 for ops run inline, docs/DESIGN.md "Running inline").
     InlineIgnoresPause,
     /// A completion marks its op gone and then reads whether a `wait_all`
@@ -148,12 +148,12 @@ pub fn active(mutant: Mutant) -> bool {
     ACTIVE.with(|a| a.get()) == Some(mutant)
 }
 
-/// (a) `DrainingPrepare`, the seed's protocol: fork prepare waits for the
+/// (a) `DrainingPrepare`, MXNet's protocol: fork prepare waits for the
 /// host lane's running ops without releasing the host lock.
 pub(crate) fn drain_host_lane<P: Payload>(shared: &Shared<P>) {
     let me = crate::sync::current_thread();
     while shared.ready(Lane::Host).running_or_register(&me) > 0 {
-        crate::sync::park_until(&shared.clock, None);
+        crate::sync::park_until(shared.clock(), None);
     }
 }
 
@@ -176,7 +176,7 @@ pub(crate) fn rerun<P: Payload>(op: &OpCell<P>) {
 /// (i) `WakeOnlyWhenNoWrites`: whether a write is queued on `var`, which
 /// the broken completion takes as a reason not to wake its waiters yet.
 pub(crate) fn write_queued<O>(var: &crate::var::VarInner<O>) -> bool {
-    var.queue.iter().any(|u| u.write)
+    var.write_queued()
 }
 
 /// (j) `PauseBeforeStateCheck`: pause every lane before the state check.

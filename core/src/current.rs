@@ -2,6 +2,16 @@
 //! is running (so a wait from inside an op excludes that op and its
 //! dependents), and whether it is the thread that is forking (so its calls
 //! between prepare and parent/child get `ForkInProgress`, never a hang).
+//!
+//! # State
+//!
+//! Both are thread-locals of the calling thread, so only that thread moves
+//! them:
+//!
+//! | what | move | who | serves |
+//! |---|---|---|---|
+//! | running op | outer → op → outer | a body's run ([`enter_op`]; the guard restores the outer op, so bodies nest) | waits inside ops see their caller; the bound rule |
+//! | forking | none → (domain, epoch) → none | the domain's prepare, then its parent or child step | the forking thread's engine calls fail with `ForkInProgress` instead of waiting on its own fork |
 
 use std::cell::Cell;
 

@@ -3,10 +3,21 @@
 //! `pthread_atfork` handlers call. Production
 //! has one, in a const-initialised static of the engine crate (so no `Once`
 //! can be half-done at fork); each model run builds its own.
+//!
+//! # State
+//!
+//! | what | move | who | serves |
+//! |---|---|---|---|
+//! | `forking` | free → held → free | the forking thread: prepare takes it (another forker waits its turn), parent or the child's settle frees it | two forks never interleave their steps |
+//! | registry gate | open → closed → open | prepare, after the participants' prepare steps; parent, or the child's settle | I5, I6: no registry change is copied half done |
+//! | `epoch` | n → n + 1 | the child handler ([`ForkDomain::child`]), one atomic add | I5: every engine and `ForkLocal` of the child sees it and settles |
+//! | `members`, `participants` | ± one | `register`/`unregister` and `join`/`leave`, each in a registry section | — |
+//! | `prepared` | empty → the participants prepared → empty | prepare, then parent (only the thread holding `forking`) | P2: each prepared participant gets its parent step |
+//! | `settled` | old epoch → current | the child's first registry call ([`EpochCell`]) | I5: the child's registry forgets the parent's fork in progress |
 
 use crate::current;
 use crate::epoch::EpochCell;
-use crate::gate::ForkGate;
+use crate::fork_gate::ForkGate;
 use crate::participant::{BoundedStep, Joined};
 use crate::sync::{spin_step, Arc, AtomicBool, AtomicU64, Clock, Mutex, Ordering};
 

@@ -3,6 +3,13 @@
 //! engine's quiesce waits with the host lock released through its own
 //! bridge (H2). Core never forks: the engine crate's `forksafe::fork()`
 //! calls [`ForkDomain::quiesce_all`], forks, and drops the result.
+//!
+//! # State
+//!
+//! A [`DomainQuiesce`] holds one quiesce guard per engine that drained in
+//! time, and the ops still running in those that did not. It moves nothing
+//! itself: each guard's drop releases its engine's hold (I3), and guards
+//! of a fork child's parent epoch are inert there.
 
 use crate::domain::ForkDomain;
 use crate::error::{Error, Result};
@@ -52,7 +59,7 @@ impl DomainQuiesce {
 impl ForkDomain {
     /// Quiesces every live engine of the domain, one after another, within
     /// `timeout` in all. An engine that misses the deadline is not held
-    /// (its quiesce is dropped, as [`crate::Engine::quiesce`] does) and is
+    /// (its quiesce is dropped, as [`crate::CoreEngine::quiesce`] does) and is
     /// listed in [`DomainQuiesce::timed_out`]; the caller may fork anyway.
     /// Stopped engines are skipped.
     ///

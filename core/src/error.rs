@@ -230,6 +230,9 @@ pub enum Error {
     Interrupted,
     /// A timeout of zero was given where a positive one is needed.
     ZeroTimeout,
+    /// An op was pushed with no body ([`crate::OpSpec::empty`] without
+    /// [`crate::OpSpec::payload`]).
+    NoPayload,
     /// The var is poisoned by this error (returned until cleared).
     Poisoned(OpError),
     /// Errors first raised since the previous `wait_all`.
@@ -241,7 +244,7 @@ pub enum Error {
     /// An engine configuration value is out of range.
     InvalidConfig(&'static str),
     /// The operating system refused to start a worker thread (at
-    /// `Engine::new`, or the stand-in a wait inside an op needed).
+    /// `CoreEngine::new`, or the stand-in a wait inside an op needed).
     Spawn(String),
     /// A wait inside an op would block while `limit` other workers of its
     /// lane are blocked in such waits already (`Config::max_stand_ins`).
@@ -305,6 +308,7 @@ impl fmt::Display for Error {
             }
             Error::Interrupted => write!(f, "wait interrupted by the host"),
             Error::ZeroTimeout => write!(f, "timeout must be positive"),
+            Error::NoPayload => write!(f, "op pushed with no body"),
             Error::Poisoned(e) => write!(f, "var poisoned: {e}"),
             Error::OpsFailed(es) => {
                 write!(f, "{} op(s) failed", es.len())?;

@@ -4,6 +4,15 @@
 //! copy them at any instant and the child finds a state it can go on from
 //! (docs/DESIGN.md, "Production primitives in a fork child": no `Once` can be
 //! half-done at fork).
+//!
+//! # State
+//!
+//! | type | from | to | who | serves |
+//! |---|---|---|---|---|
+//! | [`OnceFlag`] | new | running (the caller's pid) | the first caller, by compare-exchange | one registration per process lineage |
+//! | [`OnceFlag`] | running (pid) | done, or back to new on error | that caller | — |
+//! | [`OnceFlag`] | running (another pid) | running (this pid) | a fork child's caller: the parent's runner does not exist there | no child waits for a thread it does not have |
+//! | [`LazySlot`] | empty | filled | the first initialiser to win the pointer's compare-and-swap; never emptied | a fork copies empty or full, never half |
 
 use crate::sync::{spin_step, AtomicU64, AtomicUsize, Ordering};
 use std::marker::PhantomData;

@@ -8,6 +8,13 @@
 //! - **H2**: nothing that may run while the caller holds the host lock waits
 //!   for a host-lane op unless it first releases the host lock through
 //!   [`HostBridge::without_host_lock`].
+//!
+//! # State
+//!
+//! The bridge keeps no state here: the host lock is the host's. What the
+//! engine counts about it, the host workers inside the bridge, is the host
+//! lane's (`lane.rs`); which thread runs host code is the calling thread's
+//! ([`with_host`] and [`released`] bracket it).
 
 /// A host runtime with a global lock. Implementations must be re-entrant:
 /// [`HostBridge::with_host_lock`] called by a thread that already holds the

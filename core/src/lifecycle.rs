@@ -2,6 +2,14 @@
 //! "Lifecycle, fork and shutdown"). The fork window (prepare → parent/child)
 //! is orthogonal to these states: it is the closed fork gate, and the state
 //! is the same on both sides of it except in the child.
+//!
+//! # State
+//!
+//! The states are [`State`]'s; every edge is a row of [`next`], applied
+//! only by the engine's lifecycle cell under its lock
+//! (`engine/lifecycle_cell.rs`), which names who applies each event. The table is
+//! total: an edge the protocol refuses is an `Err`, and the state does not
+//! move.
 
 use crate::error::Error;
 

@@ -26,7 +26,7 @@
 //!
 //! | from | to | who | serves |
 //! |---|---|---|---|
-//! | — | listed live | the pusher, in a section, under its var locks, before the state check (`engine/push.rs`) | I2: `wait_all` and shutdown see every accepted op |
+//! | — | listed live | the pusher, in a section, under its var locks, before the state check (`engine/admission.rs`) | I2: `wait_all` and shutdown see every accepted op |
 //! | listed live | listed gone | the thread that ended the op, last in its completion's section ([`OpCell::mark_gone`] in `engine/complete.rs`), then it wakes the waiters blocked on the op | I2: a waiter that sees *gone* sees the completion's effects |
 //! | listed live | listed gone | the fork child's settle: every inherited op but the carried one is lost (`engine/fork.rs`) | I5 |
 //! | listed gone | dropped | whoever next trims the shard: its pusher, a scan, a sweep | flat memory |
@@ -112,7 +112,7 @@ impl<P> LiveIndex<P> {
         for shard in self.shards.iter() {
             ops.extend(shard.lock().live().cloned());
         }
-        ops.sort_by_key(|op| op.id);
+        ops.sort_by_key(|op| op.id());
         ops
     }
 
@@ -135,7 +135,7 @@ impl<P> LiveIndex<P> {
     /// such op of the first shard that has one: ops end in about push
     /// order, so the newest is about the last to end, and the waiter is
     /// woken about once per shard instead of once per op (waiting on the
-    /// oldest woke it at nearly every completion: `BENCHMARKS.md`). Trims
+    /// oldest would wake it at nearly every completion). Trims
     /// each shard's front on the way, and looks back from `limit`, so a
     /// `wait_all` with a million ops queued reads a few records per
     /// wake-up, not every op.
@@ -143,12 +143,12 @@ impl<P> LiveIndex<P> {
         self.shards.iter().find_map(|s| {
             let mut shard = s.lock();
             shard.trim();
-            let end = shard.records.partition_point(|op| op.id < limit);
+            let end = shard.records.partition_point(|op| op.id() < limit);
             shard
                 .records
                 .range(..end)
                 .rev()
-                .find(|op| Some(op.id) != except && !op.is_gone())
+                .find(|op| Some(op.id()) != except && !op.is_gone())
                 .cloned()
         })
     }
@@ -159,7 +159,7 @@ impl<P> LiveIndex<P> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
-            let below = shard.live().take_while(|op| op.id < limit);
+            let below = shard.live().take_while(|op| op.id() < limit);
             out.extend(below.map(|op| op.info()));
         }
         out.sort_by_key(|i| i.id);
@@ -205,8 +205,8 @@ impl<P> LiveShard<P> {
             self.trim();
         }
         match self.records.back() {
-            Some(last) if last.id > op.id => {
-                let at = self.records.partition_point(|r| r.id < op.id);
+            Some(last) if last.id() > op.id() => {
+                let at = self.records.partition_point(|r| r.id() < op.id());
                 self.records.insert(at, op);
             }
             _ => self.records.push_back(op),
@@ -233,10 +233,10 @@ impl<P> LiveShard<P> {
 
     /// The live op `id`, if any (records are in id order).
     pub(crate) fn get(&self, id: u64) -> Option<&Arc<OpCell<P>>> {
-        let at = self.records.partition_point(|r| r.id < id);
+        let at = self.records.partition_point(|r| r.id() < id);
         self.records
             .get(at)
-            .filter(|op| op.id == id && !op.is_gone())
+            .filter(|op| op.id() == id && !op.is_gone())
     }
 
     /// The live ops in id order.
@@ -257,7 +257,7 @@ mod tests {
     }
 
     fn ids<'a>(ops: impl Iterator<Item = &'a Arc<OpCell<()>>>) -> Vec<u64> {
-        ops.map(|op| op.id).collect()
+        ops.map(|op| op.id()).collect()
     }
 
     /// The bound of the module's `# State`: a shard holds at most
@@ -327,8 +327,8 @@ mod tests {
             assert_eq!(ids(shard.live()), map.keys().copied().collect::<Vec<_>>());
             let probe = next() % (next_id + 2);
             assert_eq!(
-                shard.get(probe).map(|o| o.id),
-                map.get(&probe).map(|o| o.id),
+                shard.get(probe).map(|o| o.id()),
+                map.get(&probe).map(|o| o.id()),
                 "step {step}"
             );
             bounded(&shard, most_live);
@@ -381,7 +381,7 @@ mod tests {
         let check = |index: &LiveIndex<()>| {
             for limit in limits {
                 let below = index.below(limit);
-                let first = index.blocker_below(limit, None).map(|o| o.id);
+                let first = index.blocker_below(limit, None).map(|o| o.id());
                 assert_eq!(first.is_some(), !below.is_empty(), "limit {limit}");
                 assert!(first.is_none_or(|f| below.iter().any(|i| i.id == f)));
                 // With the only op below excepted, nothing is left.
@@ -396,15 +396,15 @@ mod tests {
             index.insert(o.clone());
         }
         assert_eq!(index.len(), live.len());
-        assert_eq!(index.get(17).map(|o| o.id), Some(17));
-        assert_eq!(index.blocker_below(4, None).map(|o| o.id), Some(3));
+        assert_eq!(index.get(17).map(|o| o.id()), Some(17));
+        assert_eq!(index.blocker_below(4, None).map(|o| o.id()), Some(3));
         assert!(index.blocker_below(3, None).is_none());
         check(&index);
         // They end oldest first, so the lowest live id passes each limit
         // in turn.
         for o in &live {
             o.mark_gone();
-            assert!(index.get(o.id).is_none());
+            assert!(index.get(o.id()).is_none());
             check(&index);
         }
         assert!(index.blocker_below(u64::MAX, None).is_none());

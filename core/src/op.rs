@@ -14,13 +14,13 @@
 //!
 //! Every move is one read-modify-write, so exactly one thread ends an op;
 //! the thread that moved it out of `Queued` is the only one that takes its
-//! payload. The move to `Running` also records the ready queue (slot) the
+//! payload. The move to `Running` also records the ready queue (queue) the
 //! op was taken from, whose `running` count its completion lowers (I3),
 //! and whether its pusher runs it inline (no worker runs it: a fork child
 //! that carries it counts no worker for it, docs/DESIGN.md "Running
 //! inline").
 //! The epoch bits change only on a fork child's only thread while it
-//! settles (I5), keeping the status and the slot.
+//! settles (I5), keeping the status and the queue.
 //!
 //! One more bit, *gone*, is set after `Done`, at the end of the
 //! completion's (or cancel's) section, once the vars, errors and lane
@@ -31,8 +31,9 @@
 use crate::error::{OpError, OpErrorKind};
 use crate::op_info::{Lane, OpInfo, Priority};
 use crate::op_name::OpName;
-use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering, TakeOnce};
+use crate::sync::{Arc, AtomicU32, AtomicU64, IdCell, Ordering, TakeOnce};
 use crate::var::{Grantee, VarState};
+use smallvec::SmallVec;
 
 /// The most vars one op may name (reads and writes together); a push naming
 /// more gets [`crate::Error::TooManyVars`].
@@ -89,57 +90,26 @@ impl OpStatus {
 
 const STATUS_BITS: u32 = 2;
 const STATUS: u64 = (1 << STATUS_BITS) - 1;
-/// Bits of the slot index: a lane has at most 1024 slots (one per
+/// Bits of the queue index: a lane has at most 1024 queues (one per
 /// configured worker, `Config::validate`).
-const SLOT_BITS: u32 = 10;
-const SLOT: u64 = ((1 << SLOT_BITS) - 1) << STATUS_BITS;
-/// Set with the slot when the op's pusher runs it inline (not a worker).
-const INLINE: u64 = 1 << (STATUS_BITS + SLOT_BITS);
+const QUEUE_BITS: u32 = 10;
+const QUEUE: u64 = ((1 << QUEUE_BITS) - 1) << STATUS_BITS;
+/// Set with the queue when the op's pusher runs it inline (not a worker).
+const INLINE: u64 = 1 << (STATUS_BITS + QUEUE_BITS);
 /// The bits that say where a started op was taken from and who runs it.
-const TAKEN: u64 = SLOT | INLINE;
+const TAKEN: u64 = QUEUE | INLINE;
 /// Set once a done op has left the live set: its completion has applied
 /// everything it does (vars, errors, lane counts), so a `wait_all` that sees
 /// it may return (I2; `live.rs`).
-const GONE: u64 = 1 << (STATUS_BITS + SLOT_BITS + 1);
+const GONE: u64 = 1 << (STATUS_BITS + QUEUE_BITS + 1);
 /// Where the epoch starts in the state word.
-const EPOCH_SHIFT: u32 = STATUS_BITS + SLOT_BITS + 2;
+const EPOCH_SHIFT: u32 = STATUS_BITS + QUEUE_BITS + 2;
 
-/// The vars of an accepted op, reads first, in the order given, each with
-/// whether the op writes it: one var without an allocation, more in one
-/// boxed slice.
-pub(crate) enum VarList<P> {
-    One([(Arc<OpVar<P>>, bool); 1]),
-    Many(Box<[(Arc<OpVar<P>>, bool)]>),
-}
-
-impl<P> VarList<P> {
-    /// The vars of `reads` then `writes`.
-    pub(crate) fn new(
-        reads: impl ExactSizeIterator<Item = Arc<OpVar<P>>>,
-        writes: impl ExactSizeIterator<Item = Arc<OpVar<P>>>,
-    ) -> Self {
-        let mut reads = reads.map(|v| (v, false));
-        let mut writes = writes.map(|v| (v, true));
-        let n = reads.len() + writes.len();
-        if n == 1 {
-            if let Some(only) = reads.next().or_else(|| writes.next()) {
-                return VarList::One([only]);
-            }
-        }
-        // Sized exactly: one allocator call per op.
-        let mut many = Vec::with_capacity(n);
-        many.extend(reads);
-        many.extend(writes);
-        VarList::Many(many.into_boxed_slice())
-    }
-
-    pub(crate) fn as_slice(&self) -> &[(Arc<OpVar<P>>, bool)] {
-        match self {
-            VarList::One(one) => one,
-            VarList::Many(many) => many,
-        }
-    }
-}
+/// The vars an op names, reads first, in the order given, each with
+/// whether the op writes it: the one form of the list, from the spec a
+/// caller builds (`spec.rs`) to the record, which keeps it as it was built
+/// (no copy, no reshaping). One var without an allocation.
+pub(crate) type VarList<P> = SmallVec<[(Arc<OpVar<P>>, bool); 1]>;
 
 /// An accepted op. Guards I2: its [`OpStatus`] moves forward only, by one
 /// atomic read-modify-write per move (the module's `# State`), so it
@@ -147,10 +117,11 @@ impl<P> VarList<P> {
 /// `Queued` takes its payload.
 /// Kept small: every pending op has one (README, "Benchmarks").
 pub(crate) struct OpCell<P> {
-    /// Push sequence number, unique per engine.
-    pub(crate) id: u64,
-    /// The status (low [`STATUS_BITS`] bits), above it the slot the op was
-    /// taken from ([`SLOT_BITS`] bits) and whether its pusher runs it
+    /// Push sequence number, unique per engine: set by the pusher under
+    /// the op's var locks, before the record is shared (`sync/id_cell.rs`).
+    id: IdCell,
+    /// The status (low [`STATUS_BITS`] bits), above it the queue the op was
+    /// taken from ([`QUEUE_BITS`] bits) and whether its pusher runs it
     /// inline (one bit), and above that the fork epoch the
     /// op's token is valid in. One word, so the op record stays small;
     /// the epoch changes only while a fork child settles, on its only
@@ -158,13 +129,13 @@ pub(crate) struct OpCell<P> {
     state: AtomicU64,
     /// Var grants still missing, plus one held by the pusher until every
     /// var has been appended to.
-    pub(crate) missing: AtomicU32,
+    missing: AtomicU32,
     pub(crate) lane: Lane,
     pub(crate) priority: Priority,
     pub(crate) action: Action,
     pub(crate) run_on_error: bool,
     pub(crate) name: OpName,
-    pub(crate) vars: VarList<P>,
+    vars: VarList<P>,
     payload: TakeOnce<P>,
 }
 
@@ -184,7 +155,7 @@ impl<P> OpCell<P> {
         payload: Option<P>,
     ) -> Self {
         OpCell {
-            id,
+            id: IdCell::new(id),
             state: AtomicU64::new(epoch << EPOCH_SHIFT | OpStatus::Queued.bits()),
             missing: AtomicU32::new(missing),
             lane,
@@ -195,6 +166,24 @@ impl<P> OpCell<P> {
             vars,
             payload: TakeOnce::new(payload),
         }
+    }
+
+    /// Model snapshots: var grants still missing.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn missing(&self) -> u32 {
+        self.missing.load(Ordering::Acquire)
+    }
+
+    /// The op's push sequence number.
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id.get()
+    }
+
+    /// Numbers a record built before its id was taken: only its pusher,
+    /// under the op's var locks, before the record is shared.
+    pub(crate) fn set_id(&self, id: u64) {
+        self.id.set(id);
     }
 
     /// Records one more var grant; true when the op became ready.
@@ -210,7 +199,7 @@ impl<P> OpCell<P> {
     }
 
     /// Moves the status from `from` to `to` if it is `from`, setting the
-    /// slot and inline bits to `taken` if given; the epoch bits are kept
+    /// queue and inline bits to `taken` if given; the epoch bits are kept
     /// (they change only on a fork child's only thread).
     fn change_status(&self, from: OpStatus, to: OpStatus, taken: Option<u64>) -> bool {
         let mut now = self.state.load(Ordering::Acquire);
@@ -231,10 +220,10 @@ impl<P> OpCell<P> {
         }
     }
 
-    /// Marks a queued op running, taken from ready-queue slot `slot` by a
+    /// Marks a queued op running, taken from ready queue `queue` by a
     /// worker, or by its pusher to run inline (`inline`).
-    pub(crate) fn try_start(&self, slot: usize, inline: bool) -> bool {
-        let taken = (slot as u64) << STATUS_BITS & SLOT | if inline { INLINE } else { 0 };
+    pub(crate) fn try_start(&self, queue: usize, inline: bool) -> bool {
+        let taken = (queue as u64) << STATUS_BITS & QUEUE | if inline { INLINE } else { 0 };
         self.change_status(OpStatus::Queued, OpStatus::Running, Some(taken))
     }
 
@@ -244,9 +233,9 @@ impl<P> OpCell<P> {
         self.state.load(Ordering::Acquire) & INLINE != 0
     }
 
-    /// The slot the op was taken from (meaningful once it has started).
-    pub(crate) fn slot(&self) -> usize {
-        ((self.state.load(Ordering::Acquire) & SLOT) >> STATUS_BITS) as usize
+    /// The queue the op was taken from (meaningful once it has started).
+    pub(crate) fn queue(&self) -> usize {
+        ((self.state.load(Ordering::Acquire) & QUEUE) >> STATUS_BITS) as usize
     }
 
     /// Marks the op done; returns the status it had, or `None` if it was
@@ -297,9 +286,15 @@ impl<P> OpCell<P> {
             .store(epoch << EPOCH_SHIFT | kept, Ordering::Release);
     }
 
+    /// The `i`th var the op names (reads first), with whether it writes it.
+    pub(crate) fn var(&self, i: usize) -> (&Arc<OpVar<P>>, bool) {
+        let (v, write) = &self.vars[i];
+        (v, *write)
+    }
+
     /// Every var the op names, with whether it writes it.
     pub(crate) fn vars(&self) -> impl Iterator<Item = (&Arc<OpVar<P>>, bool)> {
-        self.vars.as_slice().iter().map(|(v, write)| (v, *write))
+        self.vars.iter().map(|(v, write)| (v, *write))
     }
 
     /// Takes the payload.
@@ -332,7 +327,7 @@ impl<P> OpCell<P> {
     /// What identifies the op in reports and errors.
     pub(crate) fn info(&self) -> OpInfo {
         OpInfo {
-            id: self.id,
+            id: self.id(),
             name: self.name.to_string(),
             lane: self.lane,
             priority: self.priority,
@@ -346,7 +341,7 @@ impl<P> OpCell<P> {
 
 impl<P> Grantee for OpCell<P> {
     fn id(&self) -> u64 {
-        self.id
+        OpCell::id(self)
     }
 
     fn grant(&self) -> bool {
@@ -366,7 +361,7 @@ pub(crate) fn bare_op(id: u64, epoch: u64) -> OpCell<()> {
         Priority::Normal,
         Action::Sync,
         false,
-        VarList::new(std::iter::empty(), std::iter::empty()),
+        VarList::new(),
         0,
         None,
     )
@@ -394,34 +389,34 @@ mod tests {
         running.set_epoch(4);
         assert!(running.is(OpStatus::Running));
         assert_eq!(running.epoch(), 4);
-        assert_eq!((running.slot(), running.runs_inline()), (1023, true));
+        assert_eq!((running.queue(), running.runs_inline()), (1023, true));
         assert_eq!(running.try_finish(), Some(OpStatus::Running));
         assert!(running.is(OpStatus::Done));
         assert_eq!(running.epoch(), 4);
         assert_eq!(running.try_finish(), None);
-        assert_eq!(running.slot(), 1023);
+        assert_eq!(running.queue(), 1023);
         // Gone only when marked, and a new epoch keeps it (a fork copies
         // only whole completions).
         assert!(!running.is_gone());
         running.mark_gone();
         running.set_epoch(5);
         assert!(running.is_gone() && running.is(OpStatus::Done));
-        assert_eq!((running.epoch(), running.slot()), (5, 1023));
+        assert_eq!((running.epoch(), running.queue()), (5, 1023));
     }
 
-    /// The slot a start records is the one its completion finds, and a
-    /// cancel leaves it alone (I3: the right slot's `running` falls).
+    /// The queue a start records is the one its completion finds, and a
+    /// cancel leaves it alone (I3: the right queue's `running` falls).
     #[test]
     fn a_start_records_its_slot() {
         let a = op(u64::MAX >> 14);
         assert!(a.try_start(5, false));
-        assert_eq!((a.slot(), a.epoch()), (5, u64::MAX >> 14));
+        assert_eq!((a.queue(), a.epoch()), (5, u64::MAX >> 14));
         assert!(!a.runs_inline());
         assert!(!a.try_start(6, true));
-        assert_eq!((a.slot(), a.runs_inline()), (5, false));
+        assert_eq!((a.queue(), a.runs_inline()), (5, false));
         let b = op(1);
         assert!(b.try_cancel());
         assert!(!b.try_start(2, true));
-        assert_eq!((b.slot(), b.runs_inline()), (0, false));
+        assert_eq!((b.queue(), b.runs_inline()), (0, false));
     }
 }

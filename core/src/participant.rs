@@ -2,7 +2,7 @@
 //! connection) that join the fork protocol of a [`ForkDomain`] next to its
 //! engines. The design note is `docs/PARTICIPANTS.md`.
 //!
-//! The participant's handle and joining are in `participation.rs`.
+//! The participant's handle and joining are in `join.rs`.
 //!
 //! A participant gives two steps, [`ForkParticipant::prepare`] and
 //! [`ForkParticipant::parent`]; it has no child step. Its child side

@@ -3,6 +3,14 @@
 //! the cost is one relaxed load per body. Recording takes a short lock
 //! inside a fork-gate section (so no thread holds it when the process
 //! forks), never while host code runs (H1).
+//!
+//! # State
+//!
+//! | what | move | who | serves |
+//! |---|---|---|---|
+//! | `on` | off ↔ on | `CoreEngine::set_tracing`, in a section; on resets the start time | the cost off is one relaxed load per body |
+//! | events | n → n + 1 | a body that ran while on, after it returned, in a section ([`Tracer::record`]) | I5: no thread holds the recorder's lock at a fork |
+//! | events | all → none | `CoreEngine::take_trace`, in a section | — |
 
 use crate::op::OpCell;
 use crate::op_info::Lane;
@@ -86,7 +94,7 @@ impl Tracer {
         let start_ns = start.saturating_duration_since(origin).as_nanos();
         let dur_ns = end.saturating_duration_since(start).as_nanos();
         r.events.push(TraceEvent {
-            op: op.id,
+            op: op.id(),
             name: op.name.to_string(),
             lane: op.lane,
             worker,

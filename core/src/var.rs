@@ -28,7 +28,7 @@
 //! clear-poison op (I7).
 
 use crate::error::OpError;
-use crate::sync::{Arc, Mutex, Thread};
+use crate::sync::{Arc, Mutex, MutexGuard, Thread};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 
@@ -42,18 +42,54 @@ pub(crate) trait Grantee {
 
 /// A var: its id and its lock-guarded state.
 pub(crate) struct VarState<O> {
-    pub(crate) id: u64,
-    pub(crate) inner: Mutex<VarInner<O>>,
+    id: u64,
+    /// The engine the var belongs to: its domain and its id there.
+    engine: (usize, u64),
+    inner: Mutex<VarInner<O>>,
 }
 
 impl<O> VarState<O> {
-    /// A new var `id` with nothing queued.
-    pub(crate) fn new(id: u64) -> Self {
+    /// A new var `id` of `engine` with nothing queued.
+    pub(crate) fn new(id: u64, engine: (usize, u64)) -> Self {
         VarState {
             id,
+            engine,
             inner: Mutex::ranked(VarInner::new(), crate::sync::LockRank::Var),
         }
     }
+
+    /// The var's id, unique within its engine.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The engine the var belongs to.
+    pub(crate) fn engine(&self) -> (usize, u64) {
+        self.engine
+    }
+
+    /// Takes the var's lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, VarInner<O>> {
+        self.inner.lock()
+    }
+
+    /// Model builds: the var's lock, for the fork-point check.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn watched(&self) -> &dyn crate::sync::ForkWatched {
+        &self.inner
+    }
+}
+
+/// What a completed write does to its var besides counting a version.
+pub(crate) enum WriteEffect<'a> {
+    /// Nothing more (a write that succeeded).
+    Plain,
+    /// Poisons the var with this error unless it is poisoned already (I7).
+    Poison(&'a OpError),
+    /// Clears the poison (a clear-poison op that was not lost).
+    Clear,
+    /// The var is freed (its deletion ran).
+    Free,
 }
 
 /// Ops a completion made ready: usually one or none, so no allocation.
@@ -62,25 +98,45 @@ pub(crate) type ReadyOps<O> = SmallVec<[Arc<O>; 4]>;
 /// A use of a var by an op, granted or queued. Two words: every pending op
 /// has one per var (README, "Benchmarks").
 pub(crate) struct Use<O> {
-    pub(crate) op: Arc<O>,
-    pub(crate) write: bool,
+    op: Arc<O>,
+    write: bool,
+}
+
+/// Model snapshots read and rebuild uses.
+#[cfg(any(loom, shuttle))]
+impl<O> Use<O> {
+    /// The op using the var.
+    pub(crate) fn op(&self) -> &Arc<O> {
+        &self.op
+    }
+
+    /// Whether the use is a write.
+    pub(crate) fn is_write(&self) -> bool {
+        self.write
+    }
+
+    /// Model snapshots: a use rebuilt in a child model.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn new(op: Arc<O>, write: bool) -> Self {
+        Use { op, write }
+    }
 }
 
 /// The state of one var. Guards I1 (grant order) and I7 (poison).
 pub(crate) struct VarInner<O> {
     /// Granted uses: one writer, or any number of readers.
-    pub(crate) holders: Vec<Use<O>>,
+    holders: Vec<Use<O>>,
     /// Uses waiting for their turn, in push order.
-    pub(crate) queue: VecDeque<Use<O>>,
+    queue: VecDeque<Use<O>>,
     /// Writes completed so far: the var's version.
-    pub(crate) version: u64,
-    pub(crate) poison: Option<OpError>,
+    version: u64,
+    poison: Option<OpError>,
     /// No new pushes (a deletion is pending or done).
-    pub(crate) deleted: bool,
+    deleted: bool,
     /// The deletion completed.
-    pub(crate) freed: bool,
+    freed: bool,
     /// Threads in `wait_for_var`; woken on every completion on this var.
-    pub(crate) waiters: Vec<Thread>,
+    waiters: Vec<Thread>,
 }
 
 impl<O> VarInner<O> {
@@ -94,6 +150,92 @@ impl<O> VarInner<O> {
             freed: false,
             waiters: Vec::new(),
         }
+    }
+
+    /// Writes completed so far.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The error the var is poisoned with, if any (I7).
+    pub(crate) fn poison(&self) -> Option<&OpError> {
+        self.poison.as_ref()
+    }
+
+    /// Whether a deletion of the var is pending or done: no new pushes.
+    pub(crate) fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    /// A deletion is appended: no new pushes from now on.
+    pub(crate) fn mark_deleted(&mut self) {
+        self.deleted = true;
+    }
+
+    /// Whether the var's deletion ran.
+    pub(crate) fn is_freed(&self) -> bool {
+        self.freed
+    }
+
+    /// A write of the var completed with `effect` (I7): one more version.
+    pub(crate) fn complete_write(&mut self, effect: WriteEffect<'_>) {
+        match effect {
+            WriteEffect::Plain => {}
+            WriteEffect::Poison(e) => {
+                if self.poison.is_none() {
+                    self.poison = Some(e.clone());
+                }
+            }
+            WriteEffect::Clear => self.poison = None,
+            WriteEffect::Free => self.freed = true,
+        }
+        self.version += 1;
+    }
+
+    /// Registers a thread in `wait_for_var`, woken by the next completed
+    /// write.
+    pub(crate) fn add_waiter(&mut self, thread: Thread) {
+        self.waiters.push(thread);
+    }
+
+    /// Moves the var's waiters to `wake`.
+    pub(crate) fn take_waiters(&mut self, wake: &mut Vec<Thread>) {
+        wake.append(&mut self.waiters);
+    }
+
+    /// Model builds: the var's waiters.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// Model builds: whether a write is queued behind the holders.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn write_queued(&self) -> bool {
+        self.queue.iter().any(|u| u.write)
+    }
+
+    /// Model snapshots: the var's uses (holders, then queued) and flags.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn parts(&self) -> (&[Use<O>], &VecDeque<Use<O>>, bool, bool) {
+        (&self.holders, &self.queue, self.deleted, self.freed)
+    }
+
+    /// Model snapshots: a child model's var, rebuilt from a copy.
+    #[cfg(any(loom, shuttle))]
+    pub(crate) fn restore(
+        &mut self,
+        holders: Vec<Use<O>>,
+        queue: VecDeque<Use<O>>,
+        version: u64,
+        poison: Option<OpError>,
+        flags: (bool, bool),
+    ) {
+        self.holders = holders;
+        self.queue = queue;
+        self.version = version;
+        self.poison = poison;
+        (self.deleted, self.freed) = flags;
     }
 }
 

@@ -3,7 +3,7 @@
 //! prepare step hold new calls and wait, bounded, for the ones in flight,
 //! so the child does not copy half-done work.
 //!
-//! Unlike the fork gate (`gate.rs`), whose sections are short bookkeeping,
+//! Unlike the fork gate (`fork_gate.rs`), whose sections are short bookkeeping,
 //! a pass here can last as long as the work: prepare waits for passes only
 //! up to its deadline, and then lets the fork go ahead (the participant's
 //! child reads [`crate::Inherited::Unprepared`]).

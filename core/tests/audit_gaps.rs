@@ -1,11 +1,11 @@
-//! Small API behaviours that core's tests did not pin down, found by the
-//! mutation audit (FORK-SAFETY.md, "Mutation testing"): what a completion
+//! Small API behaviours that only these tests pin down (each kills mutants
+//! of the mutation audit, FORK-SAFETY.md, "Mutation testing"): what a completion
 //! token reports about itself, a `OnceFlag` raced by two threads of one
 //! process, and the `Debug` forms that say whether a slot is filled.
 
 use crate::support::Job;
 use forksafe_core::global::{LazySlot, OnceFlag};
-use forksafe_core::{CompletionToken, Engine, Error, ForkDomain, OpErrorKind, OpSpec};
+use forksafe_core::{CompletionToken, CoreEngine, Error, ForkDomain, OpErrorKind, OpSpec};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 #[test]
 fn a_token_reports_its_op_and_completion() {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let e = Engine::<Job>::new(domain, Default::default()).unwrap();
+    let e = CoreEngine::<Job>::new(domain, Default::default()).unwrap();
     let v = e.new_var().unwrap();
     let slot: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::default();
     let s = slot.clone();
@@ -103,7 +103,7 @@ fn lazy_slot_debug_shows_whether_it_is_filled() {
 #[test]
 fn domain_quiesce_debug_names_its_engines() {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let _e = Engine::<Job>::new(domain, Default::default()).unwrap();
+    let _e = CoreEngine::<Job>::new(domain, Default::default()).unwrap();
     let held = domain.quiesce_all(Duration::from_secs(10)).unwrap();
     assert_eq!(held.engines(), 1);
     let shown = format!("{held:?}");
@@ -119,7 +119,7 @@ fn domain_quiesce_debug_names_its_engines() {
 #[test]
 fn an_async_body_that_panics_holding_its_token_reports_the_panic() {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    let e = Engine::<Job>::new(domain, Default::default()).unwrap();
+    let e = CoreEngine::<Job>::new(domain, Default::default()).unwrap();
     let v = e.new_var().unwrap();
     e.push(
         OpSpec::new(Job(Box::new(|t| {

@@ -2,7 +2,9 @@
 //! primitives (`OnceFlag`, `LazySlot`) used by the engine crate.
 
 use forksafe_core::global::{LazySlot, OnceFlag};
-use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, OpSpec, Payload, State};
+use forksafe_core::{
+    CompletionToken, Config, CoreEngine, Error, ForkDomain, OpSpec, Payload, State,
+};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -22,8 +24,8 @@ fn domain() -> &'static ForkDomain {
 #[test]
 fn quiesce_all_holds_every_engine_and_reports_a_missed_deadline() {
     let d = domain();
-    let a = Engine::<Job>::new(d, Config::default()).unwrap();
-    let b = Engine::<Job>::new(d, Config::default()).unwrap();
+    let a = CoreEngine::<Job>::new(d, Config::default()).unwrap();
+    let b = CoreEngine::<Job>::new(d, Config::default()).unwrap();
     let (release, blocked) = mpsc::channel::<()>();
     let (started, is_started) = mpsc::channel::<()>();
     b.push(OpSpec::new(Job(Box::new(move || {
@@ -61,10 +63,10 @@ fn quiesce_all_refuses_zero_and_a_shutdown_in_progress_but_skips_stopped() {
         d.quiesce_all(Duration::ZERO),
         Err(Error::ZeroTimeout)
     ));
-    let stopped = Engine::<Job>::new(d, Config::default()).unwrap();
+    let stopped = CoreEngine::<Job>::new(d, Config::default()).unwrap();
     stopped.shutdown(Duration::from_secs(1)).unwrap();
     assert_eq!(d.quiesce_all(Duration::from_secs(1)).unwrap().engines(), 0);
-    let e = Engine::<Job>::new(d, Config::default()).unwrap();
+    let e = CoreEngine::<Job>::new(d, Config::default()).unwrap();
     let (release, blocked) = mpsc::channel::<()>();
     let (started, is_started) = mpsc::channel::<()>();
     e.push(OpSpec::new(Job(Box::new(move || {

@@ -12,7 +12,7 @@
 //! testing").
 
 use crate::support::{domain, job, Job};
-use forksafe_core::{CompletionToken, Config, Engine, Error, OpErrorKind, OpSpec, State};
+use forksafe_core::{CompletionToken, Config, CoreEngine, Error, OpErrorKind, OpSpec, State};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -59,7 +59,7 @@ fn lost_kind(e: &Error) -> Option<(u64, OpErrorKind)> {
 #[test]
 fn fork_window_refuses_the_forker_and_parent_restores_everything() {
     let d = domain();
-    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     let v = e.new_var().unwrap();
     e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&v)))
         .unwrap();
@@ -127,7 +127,7 @@ fn fork_window_refuses_the_forker_and_parent_restores_everything() {
 #[test]
 fn simulated_child_loses_inherited_ops_without_running_them() {
     let d = domain();
-    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     let (v, w, x) = (
         e.new_var().unwrap(),
         e.new_var().unwrap(),
@@ -252,7 +252,7 @@ fn simulated_child_loses_inherited_ops_without_running_them() {
 #[test]
 fn fork_from_inside_an_op_carries_it_into_the_child() {
     let d = domain();
-    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     let (v, y) = (e.new_var().unwrap(), e.new_var().unwrap());
     // Z: async on the host lane, running at the fork; D queued behind it.
     let slot: Slot = Arc::default();
@@ -307,7 +307,7 @@ fn fork_from_inside_an_op_carries_it_into_the_child() {
 #[test]
 fn the_forking_mark_ends_with_the_window() {
     let d = domain();
-    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     d.prepare();
     assert_eq!(e.pending(), Err(Error::ForkInProgress));
     d.parent();
@@ -340,8 +340,8 @@ fn the_forking_mark_ends_with_the_window() {
 #[test]
 fn two_engines_in_one_domain_keep_apart() {
     let d = domain();
-    let e1 = Engine::<Job>::new(d, one_worker()).unwrap();
-    let e2 = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e1 = CoreEngine::<Job>::new(d, one_worker()).unwrap();
+    let e2 = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     assert_ne!(e1.id(), e2.id());
     assert_eq!(d.engines(), 2);
     let v1 = e1.new_var().unwrap();
@@ -365,7 +365,7 @@ fn two_engines_in_one_domain_keep_apart() {
 #[test]
 fn fork_from_inside_a_host_op_leaves_the_bridge_balanced() {
     let d = domain();
-    let e = Engine::<Job>::new(d, one_worker()).unwrap();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
     let v = e.new_var().unwrap();
     let f = e
         .push(
@@ -395,4 +395,43 @@ fn fork_from_inside_a_host_op_leaves_the_bridge_balanced() {
         "{r:?}"
     );
     assert_eq!(e.state(), State::Stopped);
+}
+
+/// A fork child whose first engine call is a push: the push settles the
+/// engine, and the op it pushes belongs to the child's epoch, so it runs
+/// and completes there (a record numbered in the parent's epoch would be
+/// refused as stale when it completes, and its waiter would wait for
+/// ever).
+#[test]
+fn a_push_that_settles_the_child_runs_in_the_child() {
+    let d = domain();
+    let e = CoreEngine::<Job>::new(d, one_worker()).unwrap();
+    let v = e.new_var().unwrap();
+    e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&v)))
+        .unwrap();
+    e.wait_all().unwrap();
+
+    d.prepare();
+    d.child();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    // The child's first engine call.
+    e.push(
+        OpSpec::new(job(move || {
+            r.store(true, Ordering::SeqCst);
+            Ok(())
+        }))
+        .writes(std::slice::from_ref(&v))
+        .name("first in the child"),
+    )
+    .unwrap();
+    assert_eq!(
+        e.fork_report().unwrap().map(|r| r.epoch),
+        Some(1),
+        "the push settled the child"
+    );
+    assert_eq!(e.wait_for_var_timeout(&v, Duration::from_secs(20)), Ok(()));
+    assert!(ran.load(Ordering::SeqCst), "the child's op ran");
+    assert_eq!(e.var_version(&v), Ok(2));
+    e.shutdown(Duration::from_secs(5)).unwrap();
 }

@@ -1,4 +1,4 @@
-//! Engine calls made from inside an op body, and waits a host interrupts:
+//! CoreEngine calls made from inside an op body, and waits a host interrupts:
 //! a quiesce or a wait inside an op must not wait for that op, a wait
 //! inside an op gets a spare worker so the op it waits for can run, and a
 //! blocked wait wakes to poll the host for Ctrl-C. Found by the full
@@ -6,18 +6,20 @@
 
 use crate::support::{push_blocker, sets, spec as job, wait_until, Concurrency, Job};
 use forksafe_core::sync::Arc as SArc;
-use forksafe_core::{CompletionToken, Config, Engine, Error, ForkDomain, HostBridge, OpSpec, Var};
+use forksafe_core::{
+    CompletionToken, Config, CoreEngine, Error, ForkDomain, HostBridge, NoHost, OpSpec, Var,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn one_worker(bridge: Box<dyn HostBridge>) -> Arc<Engine<Job>> {
+fn one_worker(bridge: Box<dyn HostBridge>) -> Arc<CoreEngine<Job>> {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
     let config = Config {
         compute_workers: 1,
         ..Config::default()
     };
-    Arc::new(Engine::with_bridge(domain, config, bridge).unwrap())
+    Arc::new(CoreEngine::with_bridge(domain, config, bridge).unwrap())
 }
 
 /// Long enough never to pass on a working engine; a broken one fails the
@@ -26,7 +28,7 @@ const BOUND: Duration = Duration::from_secs(10);
 
 /// Pushes an async op writing `var` whose token is handed to the test: the
 /// var stays busy until the test completes it.
-fn hold_var(e: &Engine<Job>, var: &Var<Job>) -> mpsc::Receiver<CompletionToken<Job>> {
+fn hold_var(e: &CoreEngine<Job>, var: &Var<Job>) -> mpsc::Receiver<CompletionToken<Job>> {
     let (tx, rx) = mpsc::channel();
     e.push(
         OpSpec::new(Job(Box::new(move |t| {
@@ -41,7 +43,10 @@ fn hold_var(e: &Engine<Job>, var: &Var<Job>) -> mpsc::Receiver<CompletionToken<J
 }
 
 /// Pushes a var-free op that waits (bounded) for `var` and sends the result.
-fn push_waiter(e: &Arc<Engine<Job>>, var: &Var<Job>) -> mpsc::Receiver<forksafe_core::Result<()>> {
+fn push_waiter(
+    e: &Arc<CoreEngine<Job>>,
+    var: &Var<Job>,
+) -> mpsc::Receiver<forksafe_core::Result<()>> {
     let (tx, rx) = mpsc::channel();
     let (inner, var) = (e.clone(), var.clone());
     e.push(job(move || {
@@ -106,21 +111,23 @@ fn a_wait_inside_an_op_gets_a_spare_worker() {
     e.wait_all().unwrap();
 }
 
-/// A bridge whose host asks for an interrupt a little after the first
-/// poll, and polls every 2 ms.
+/// A host with no lock ([`NoHost`], whose lock calls it passes on) that
+/// asks for an interrupt a little after the first poll, and polls every
+/// 2 ms.
 struct LateInterrupt {
+    host: NoHost,
     first_poll: Mutex<Option<Instant>>,
 }
 
 impl HostBridge for LateInterrupt {
     fn with_host_lock(&self, f: &mut dyn FnMut()) {
-        f()
+        self.host.with_host_lock(f)
     }
     fn without_host_lock(&self, f: &mut dyn FnMut()) {
-        f()
+        self.host.without_host_lock(f)
     }
     fn holds_host_lock(&self) -> bool {
-        false
+        self.host.holds_host_lock()
     }
     fn interrupt_requested(&self) -> bool {
         let mut first = self.first_poll.lock().unwrap();
@@ -137,6 +144,7 @@ impl HostBridge for LateInterrupt {
 #[test]
 fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
     let bridge = SArc::new(LateInterrupt {
+        host: NoHost,
         first_poll: Mutex::new(None),
     });
     let e = one_worker(Box::new(bridge));
@@ -167,7 +175,7 @@ fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
 /// quiesce: the op it waits for becomes ready while a quiesce (which times
 /// out on the blocked op) pauses the lanes, and still runs once the
 /// quiesce ends. Found while explaining a surviving mutant of
-/// `Shared::plan_workers_for_queued`: a resume planned workers as if every
+/// `plan_workers_for_queued` (`engine/quiesce.rs`): a resume planned workers as if every
 /// worker alive were free, so the only worker, blocked, got no stand-in.
 #[test]
 fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
@@ -338,7 +346,8 @@ fn a_wait_past_the_stand_in_cap_is_refused() {
         max_stand_ins: 1,
         ..Config::default()
     };
-    let e = Arc::new(Engine::with_bridge(domain, config, Box::new(forksafe_core::NoHost)).unwrap());
+    let e =
+        Arc::new(CoreEngine::with_bridge(domain, config, Box::new(forksafe_core::NoHost)).unwrap());
     let v = e.new_var().unwrap();
     let token = hold_var(&e, &v).recv_timeout(BOUND).unwrap();
     let first = push_waiter(&e, &v);

@@ -1,5 +1,6 @@
-//! Behaviours of the hot-path files that core's other tests left unpinned,
-//! found by the full mutation run (FORK-SAFETY.md, "Mutation testing"):
+//! Behaviours of the hot-path files that only these tests pin down (each
+//! kills mutants of the full mutation run, FORK-SAFETY.md, "Mutation
+//! testing"):
 //! that a lane really has the workers it was configured with, what the
 //! timeline records about threads and time, the text of errors, and that a
 //! timeout too large for the clock means "no deadline", not "already past".
@@ -7,7 +8,7 @@
 use crate::support::{
     engine_with as engine, push_running, spec as job, wait_until, Concurrency, Job,
 };
-use forksafe_core::{BodyError, Engine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
+use forksafe_core::{BodyError, CoreEngine, Error, Lane, OpError, OpErrorKind, OpInfo, Priority};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ type Ran = Arc<Mutex<HashMap<u64, ThreadId>>>;
 /// Pushes an op that records its thread and then waits (up to a generous
 /// bound, so a broken engine fails instead of hanging) until `peers` ops
 /// of its group have started: with fewer workers than `peers` it fails.
-fn push_rendezvous(e: &Engine<Job>, ran: &Ran, arrived: &Arc<AtomicU32>, peers: u32) -> u64 {
+fn push_rendezvous(e: &CoreEngine<Job>, ran: &Ran, arrived: &Arc<AtomicU32>, peers: u32) -> u64 {
     let (ran, arrived) = (ran.clone(), arrived.clone());
     let slot: Arc<Mutex<Option<u64>>> = Arc::default();
     let my_id = slot.clone();
@@ -299,7 +300,7 @@ fn an_engine_debug_form_shows_its_id_and_state() {
     let e = engine(1);
     let shown = format!("{e:?}");
     assert!(
-        shown.starts_with("Engine") && shown.contains(&format!("id: {}", e.id())),
+        shown.starts_with("CoreEngine") && shown.contains(&format!("id: {}", e.id())),
         "{shown}"
     );
     assert!(shown.contains("Running"), "{shown}");
@@ -401,7 +402,7 @@ fn a_wait_for_var_does_not_wait_for_writes_pushed_after_it_began() {
 #[test]
 fn a_domain_drain_waits_for_a_short_running_op() {
     let domain = crate::support::domain();
-    let e = Engine::<Job>::new(domain, forksafe_core::Config::default()).unwrap();
+    let e = CoreEngine::<Job>::new(domain, forksafe_core::Config::default()).unwrap();
     push_running(&e, 30);
     let held = domain.quiesce_all(Duration::from_secs(20)).unwrap();
     assert!(held.drained(), "{held:?}");

@@ -14,7 +14,7 @@
 //! its lock): it reports by exit status only and leaves with `_exit`.
 
 use crate::support::{domain, spec};
-use forksafe_core::{Config, Engine};
+use forksafe_core::{Config, CoreEngine};
 use std::time::{Duration, Instant};
 
 /// A child that takes longer than this is hung.
@@ -27,7 +27,7 @@ const CHILD_LIMIT: Duration = Duration::from_secs(10);
 #[test]
 fn a_fork_child_shuts_down_without_joining_the_parents_workers() {
     let domain = domain();
-    let e = Engine::new(
+    let e = CoreEngine::new(
         domain,
         Config {
             compute_workers: 2,

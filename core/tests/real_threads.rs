@@ -4,7 +4,7 @@
 //! (I2).
 
 use crate::support::Job;
-use forksafe_core::{Config, Engine, ForkDomain, Lane, OpSpec, Priority, Var};
+use forksafe_core::{Config, CoreEngine, ForkDomain, Lane, OpSpec, Priority, Var};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -128,14 +128,14 @@ fn spec(step: &Step, world: &Arc<World>, vars: &[Var<Job>]) -> OpSpec<Job> {
 
 /// An engine of `workers` compute workers and 2 host workers in a domain
 /// of its own, its `VARS` vars, and a world for `ops` ops.
-fn setup(ops: usize, workers: usize) -> (Engine<Job>, Vec<Var<Job>>, Arc<World>) {
+fn setup(ops: usize, workers: usize) -> (CoreEngine<Job>, Vec<Var<Job>>, Arc<World>) {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
     let config = Config {
         compute_workers: workers,
         host_workers: 2,
         ..Config::default()
     };
-    let engine = Engine::<Job>::new(domain, config).unwrap();
+    let engine = CoreEngine::<Job>::new(domain, config).unwrap();
     let vars: Vec<Var<Job>> = (0..VARS).map(|_| engine.new_var().unwrap()).collect();
     let world = Arc::new(World {
         mem: Mutex::new(vec![0; VARS]),

@@ -5,13 +5,13 @@
 use crate::support::{
     engine_with, push_blocker, push_blocker_on, sets, spec as job, wait_until, Job,
 };
-use forksafe_core::{Engine, Priority, STARVATION_LIMIT};
+use forksafe_core::{CoreEngine, Priority, STARVATION_LIMIT};
 use forksafe_testkit::GilBridge;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn one_worker() -> Engine<Job> {
+fn one_worker() -> CoreEngine<Job> {
     engine_with(1)
 }
 
@@ -196,9 +196,10 @@ fn a_cancelled_host_payload_is_leaked_once_the_host_finalises() {
 }
 
 /// An engine whose host is a [`GilBridge`], and the bridge.
-fn gil_engine() -> (Engine<Job>, forksafe_core::sync::Arc<GilBridge>) {
+fn gil_engine() -> (CoreEngine<Job>, forksafe_core::sync::Arc<GilBridge>) {
     let gil = forksafe_core::sync::Arc::new(GilBridge::new());
     let config = forksafe_core::Config::default();
-    let e = Engine::with_bridge(crate::support::domain(), config, Box::new(gil.clone())).unwrap();
+    let e =
+        CoreEngine::with_bridge(crate::support::domain(), config, Box::new(gil.clone())).unwrap();
     (e, gil)
 }

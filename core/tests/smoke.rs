@@ -2,15 +2,15 @@
 
 use crate::support::{job, Job};
 use forksafe_core::{
-    CompletionToken, Config, Engine, Error, ForkDomain, OpErrorKind, OpSpec, MAX_OP_VARS,
+    CompletionToken, Config, CoreEngine, Error, ForkDomain, OpErrorKind, OpSpec, MAX_OP_VARS,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn engine() -> Engine<Job> {
+fn engine() -> CoreEngine<Job> {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
-    Engine::new(domain, Config::default()).unwrap()
+    CoreEngine::new(domain, Config::default()).unwrap()
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn dropped_token_completes_with_error() {
 fn wait_inside_op_with_one_worker() {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
     let e = Arc::new(
-        Engine::<Job>::new(
+        CoreEngine::<Job>::new(
             domain,
             Config {
                 compute_workers: 1,
@@ -338,7 +338,7 @@ fn bad_input_is_a_typed_error_and_loses_nothing() {
     for c in bad {
         assert!(
             matches!(
-                Engine::<Job>::new(domain, c.clone()),
+                CoreEngine::<Job>::new(domain, c.clone()),
                 Err(Error::InvalidConfig(_))
             ),
             "{c:?}"
@@ -357,7 +357,7 @@ fn try_push_reports_full_at_the_bound() {
         max_pending: Some(2),
         ..Config::default()
     };
-    let e = Engine::<Job>::new(domain, config).unwrap();
+    let e = CoreEngine::<Job>::new(domain, config).unwrap();
     let g = e.quiesce(Duration::from_secs(5)).unwrap();
     e.try_push(OpSpec::new(job(|| Ok(())))).unwrap();
     e.try_push(OpSpec::new(job(|| Ok(())))).unwrap();

@@ -1,7 +1,7 @@
 //! What the test modules share: a payload that is a boxed closure (given
 //! the completion token of async ops), and small constructors.
 
-use forksafe_core::{BodyError, CompletionToken, Config, Engine, ForkDomain, OpSpec, Payload};
+use forksafe_core::{BodyError, CompletionToken, Config, CoreEngine, ForkDomain, OpSpec, Payload};
 
 /// The body of a [`Job`].
 pub type Body = Box<dyn FnOnce(Option<CompletionToken<Job>>) -> Result<(), String> + Send>;
@@ -31,12 +31,12 @@ pub fn domain() -> &'static ForkDomain {
 }
 
 /// An engine with `compute_workers` compute workers in a domain of its own.
-pub fn engine_with(compute_workers: usize) -> Engine<Job> {
+pub fn engine_with(compute_workers: usize) -> CoreEngine<Job> {
     let config = Config {
         compute_workers,
         ..Config::default()
     };
-    Engine::new(domain(), config).unwrap()
+    CoreEngine::new(domain(), config).unwrap()
 }
 
 /// Counts how many ops run at once: each op made by [`Concurrency::op`]
@@ -68,7 +68,7 @@ impl Concurrency {
 }
 
 /// Pushes an op that sleeps `ms` milliseconds, and returns once it runs.
-pub fn push_running(e: &Engine<Job>, ms: u64) {
+pub fn push_running(e: &CoreEngine<Job>, ms: u64) {
     push_started(e, &[], move || {
         std::thread::sleep(std::time::Duration::from_millis(ms))
     });
@@ -77,7 +77,7 @@ pub fn push_running(e: &Engine<Job>, ms: u64) {
 /// Pushes a sync op writing `vars` that runs `body`, and returns its id once
 /// the body has started.
 fn push_started(
-    e: &Engine<Job>,
+    e: &CoreEngine<Job>,
     vars: &[forksafe_core::Var<Job>],
     body: impl FnOnce() + Send + 'static,
 ) -> u64 {
@@ -126,13 +126,16 @@ pub fn sets(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> OpSpec<Job>
 /// Pushes an op that holds a worker until `go` is set (bounded, so a
 /// broken engine fails instead of hanging), and returns once it runs: on a
 /// lane of one, ops pushed after it cannot overtake it.
-pub fn push_blocker(e: &Engine<Job>, go: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+pub fn push_blocker(
+    e: &CoreEngine<Job>,
+    go: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u64 {
     push_blocker_on(e, go, &[])
 }
 
 /// [`push_blocker`], writing `vars`.
 pub fn push_blocker_on(
-    e: &Engine<Job>,
+    e: &CoreEngine<Job>,
     go: &std::sync::Arc<std::sync::atomic::AtomicBool>,
     vars: &[forksafe_core::Var<Job>],
 ) -> u64 {

@@ -6,7 +6,7 @@
 //! has run it. Found by the full mutation run.
 
 use crate::support::{spec as job, Job};
-use forksafe_core::{Config, Engine, Lane};
+use forksafe_core::{Config, CoreEngine, Lane};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -45,13 +45,13 @@ fn mark_thread(exits: &Arc<ThreadExits>) {
     });
 }
 
-fn engine() -> Arc<Engine<Job>> {
+fn engine() -> Arc<CoreEngine<Job>> {
     let config = Config {
         compute_workers: 2,
         host_workers: 1,
         ..Config::default()
     };
-    Arc::new(Engine::new(crate::support::domain(), config).unwrap())
+    Arc::new(CoreEngine::new(crate::support::domain(), config).unwrap())
 }
 
 /// Every worker (both lanes) has exited when shutdown returns.

@@ -8,7 +8,7 @@
 //! `cargo run --release -p forksafe --example fork_demo` — exits non-zero
 //! if any step misbehaves.
 
-use forksafe::{Config, Engine, Error, Forked, OpErrorKind};
+use forksafe::{Config, CoreConfig, Engine, Error, Forked, OpErrorKind};
 use forksafe_testkit::GilBridge;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,11 +63,13 @@ fn demo() -> Result<(), String> {
     let gil = Arc::new(GilBridge::new());
     let engine = Engine::with_bridge(
         Config {
-            compute_workers: 2,
-            host_workers: 1,
+            core: CoreConfig {
+                compute_workers: 2,
+                host_workers: 1,
+                ..CoreConfig::default()
+            },
             fork_drain: Duration::from_secs(5),
             shutdown_deadline: Duration::from_millis(200),
-            ..Config::default()
         },
         Box::new(gil.clone()),
     )

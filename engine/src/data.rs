@@ -20,7 +20,7 @@
 //! was pending at the fork is poisoned with `LostInFork`.
 
 use crate::{Engine, OpBuilder, OpId, Result, Var};
-use forksafe_core::sync::{Arc, DataCell, DataMut, DataRef, Slot};
+use forksafe_core::sync::{Arc, DataCell, DataMut, DataRef, Handoff};
 use forksafe_core::Error;
 use smallvec::SmallVec;
 use std::cell::{OnceCell, RefCell};
@@ -103,8 +103,9 @@ impl<T> Data<T> {
 /// What an op's body may borrow: the data vars its op names. Given to
 /// the bodies of [`OpBuilder::run_with`] and [`OpBuilder::try_run_with`].
 pub struct Access {
-    reads: SmallVec<[Var; 2]>,
-    writes: SmallVec<[Var; 2]>,
+    /// The vars the op names, each with whether it writes it (a var is
+    /// named once: a push naming one twice is refused).
+    vars: SmallVec<[(Var, bool); 2]>,
     /// The named vars by var, whether each is a write: built at the first
     /// look-up of an op that names [`INDEXED_FROM`] vars or more, so a body
     /// that borrows each of many vars does not scan the lists each time.
@@ -179,8 +180,7 @@ impl Borrows {
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Access")
-            .field("reads", &self.reads)
-            .field("writes", &self.writes)
+            .field("vars", &self.vars)
             .finish_non_exhaustive()
     }
 }
@@ -238,10 +238,9 @@ impl<T> std::ops::DerefMut for Write<'_, T> {
 }
 
 impl Access {
-    pub(crate) fn new(reads: SmallVec<[Var; 2]>, writes: SmallVec<[Var; 2]>) -> Self {
+    pub(crate) fn new(vars: SmallVec<[(Var, bool); 2]>) -> Self {
         Access {
-            reads,
-            writes,
+            vars,
             index: OnceCell::new(),
             borrowed: RefCell::new(Borrows::Few(SmallVec::new())),
         }
@@ -252,18 +251,12 @@ impl Access {
     // A `Var` hashes and compares its state's address, which never changes.
     #[allow(clippy::mutable_key_type)]
     fn named(&self, var: &Var) -> Option<bool> {
-        if self.reads.len() + self.writes.len() < INDEXED_FROM {
-            if self.writes.contains(var) {
-                return Some(true);
-            }
-            return self.reads.contains(var).then_some(false);
+        if self.vars.len() < INDEXED_FROM {
+            return self.vars.iter().find(|(v, _)| v == var).map(|(_, w)| *w);
         }
-        let index = self.index.get_or_init(|| {
-            let reads = self.reads.iter().map(|v| (v.clone(), false));
-            reads
-                .chain(self.writes.iter().map(|v| (v.clone(), true)))
-                .collect()
-        });
+        let index = self
+            .index
+            .get_or_init(|| self.vars.iter().cloned().collect());
         index.get(var).copied()
     }
 
@@ -329,7 +322,7 @@ pub struct OpHandle<'e, T> {
     engine: &'e Engine,
     id: OpId,
     done: Var,
-    value: Arc<Slot<T>>,
+    value: Arc<Handoff<T>>,
 }
 
 impl<T> std::fmt::Debug for OpHandle<'_, T> {
@@ -519,7 +512,7 @@ impl<'e> OpBuilder<'e> {
         body: impl FnOnce(&Access) -> std::result::Result<V, (V, String)> + Send + 'static,
     ) -> Result<OpHandle<'e, V>> {
         let engine = self.engine();
-        let value = Arc::new(Slot::new());
+        let value = Arc::new(Handoff::new());
         let slot = value.clone();
         let (id, done) = self.push_accessing(move |access| {
             let (out, failed) = match body(access) {
@@ -547,8 +540,7 @@ impl<'e> OpBuilder<'e> {
         body: impl FnOnce(&Access) -> std::result::Result<(), String> + Send + 'static,
     ) -> Result<(OpId, Var)> {
         let done = self.engine().new_var()?;
-        let (reads, writes) = self.vars();
-        let access = Access::new(reads, writes);
+        let access = Access::new(self.spec().named_vars().collect());
         let id = self
             .handle_var(done.clone())
             .push_task(move || body(&access))?;

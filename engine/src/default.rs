@@ -31,8 +31,11 @@ pub fn default_engine() -> Result<&'static Engine> {
 /// started (it is never replaced).
 ///
 /// ```
-/// use forksafe::{bridge::NoHost, Config, Error};
-/// let bad = Config { compute_workers: 0, ..Config::default() };
+/// use forksafe::{bridge::NoHost, Config, CoreConfig, Error};
+/// let bad = Config {
+///     core: CoreConfig { compute_workers: 0, ..CoreConfig::default() },
+///     ..Config::default()
+/// };
 /// assert!(matches!(forksafe::init_default(bad, Box::new(NoHost)), Err(Error::InvalidConfig(_))));
 /// ```
 pub fn init_default(config: Config, bridge: Box<dyn HostBridge>) -> Result<&'static Engine> {
@@ -59,7 +62,7 @@ pub fn default_engine_if_started() -> Option<&'static Engine> {
 }
 
 /// Shuts the default engine down within `timeout` (see
-/// [`Engine::shutdown`]); `Ok(None)` if it never started.
+/// [`CoreEngine::shutdown`](forksafe_core::CoreEngine::shutdown)); `Ok(None)` if it never started.
 pub fn shutdown_default(timeout: Duration) -> Result<Option<ShutdownReport>> {
     match DEFAULT.get() {
         Some(e) => e.shutdown(timeout).map(Some),

@@ -38,7 +38,7 @@ pub enum Forked {
     },
     /// The child: a copy with one thread. Ops queued at the fork complete
     /// here with `LostInFork` without running (see
-    /// [`crate::Engine::fork_report`]); new pushes run normally. Leave with
+    /// [`CoreEngine::fork_report`](forksafe_core::CoreEngine::fork_report)); new pushes run normally. Leave with
     /// `_exit` (or exec) unless the child owns the process from now on.
     Child {
         /// What the drain achieved before the fork.

@@ -102,11 +102,14 @@ pub use forksafe_core::{
     Result, ShutdownReport, State, TraceEvent, DEFAULT_MAX_STAND_INS, MAX_OP_VARS,
 };
 
+/// The core engine's sizing and limits, held by [`Config::core`].
+pub use forksafe_core::Config as CoreConfig;
+
 /// A var of the production engine: a handle naming a resource, whose
 /// version each completed write bumps. Vars survive a fork.
 pub type Var = forksafe_core::Var<Task>;
 
-/// A held quiesce of one engine ([`Engine::quiesce`]).
+/// A held quiesce of one engine ([`CoreEngine::quiesce`](forksafe_core::CoreEngine::quiesce)).
 pub type QuiesceGuard = forksafe_core::QuiesceGuard<Task>;
 
 /// The README's Rust example ("Use it"), compiled and run as a doctest so

@@ -2,7 +2,6 @@
 
 use crate::{Engine, Lane, OpId, OpName, Priority, Result, Task, Token, Var};
 use forksafe_core::{BodyError, OpSpec};
-use smallvec::SmallVec;
 
 /// An op being built; finish it with [`OpBuilder::run`],
 /// [`OpBuilder::try_run`] or [`OpBuilder::run_async`]. A var may appear
@@ -24,25 +23,23 @@ use smallvec::SmallVec;
 #[must_use = "an op is pushed only by one of the run methods"]
 pub struct OpBuilder<'e> {
     engine: &'e Engine,
-    name: OpName,
-    reads: SmallVec<[Var; 2]>,
-    writes: SmallVec<[Var; 2]>,
-    lane: Lane,
-    priority: Priority,
-    run_on_error: bool,
+    /// Every setting of the op but the one core does not have: core's spec,
+    /// its body set by the run method.
+    spec: OpSpec<Task>,
+    /// Whether to push with `try_push`: the engine crate's one setting
+    /// beyond core's spec.
     fail_if_full: bool,
-    /// A handle's var, written by the op beyond its named vars.
-    handle: Option<Var>,
 }
 
 impl std::fmt::Debug for OpBuilder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let vars: Vec<_> = self.spec.named_vars().collect();
+        let info = self.spec.info(0);
         f.debug_struct("OpBuilder")
-            .field("name", &self.name)
-            .field("reads", &self.reads)
-            .field("writes", &self.writes)
-            .field("lane", &self.lane)
-            .field("priority", &self.priority)
+            .field("name", &info.name)
+            .field("vars", &vars)
+            .field("lane", &info.lane)
+            .field("priority", &info.priority)
             .finish()
     }
 }
@@ -51,26 +48,20 @@ impl<'e> OpBuilder<'e> {
     pub(crate) fn new(engine: &'e Engine, name: OpName) -> Self {
         OpBuilder {
             engine,
-            name,
-            reads: SmallVec::new(),
-            writes: SmallVec::new(),
-            lane: Lane::Compute,
-            priority: Priority::Normal,
-            run_on_error: false,
+            spec: OpSpec::empty().name(name),
             fail_if_full: false,
-            handle: None,
         }
     }
 
     /// Vars the op reads.
     pub fn reads(mut self, vars: &[&Var]) -> Self {
-        self.reads.extend(vars.iter().map(|v| (*v).clone()));
+        self.spec = self.spec.reads_vec(vars.iter().map(|v| (*v).clone()));
         self
     }
 
     /// Vars the op writes (each completed write bumps the var's version).
     pub fn writes(mut self, vars: &[&Var]) -> Self {
-        self.writes.extend(vars.iter().map(|v| (*v).clone()));
+        self.spec = self.spec.writes_vec(vars.iter().map(|v| (*v).clone()));
         self
     }
 
@@ -78,7 +69,7 @@ impl<'e> OpBuilder<'e> {
     /// of one worker's ready queue (each worker has its own); never reorders
     /// ops on one var.
     pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
+        self.spec = self.spec.priority(priority);
         self
     }
 
@@ -90,13 +81,13 @@ impl<'e> OpBuilder<'e> {
 
     /// The lane (default [`Lane::Compute`]).
     pub fn lane(mut self, lane: Lane) -> Self {
-        self.lane = lane;
+        self.spec = self.spec.lane(lane);
         self
     }
 
     /// Runs the op even if a var it touches is poisoned.
     pub fn run_on_error(mut self) -> Self {
-        self.run_on_error = true;
+        self.spec = self.spec.run_on_error();
         self
     }
 
@@ -162,20 +153,15 @@ impl<'e> OpBuilder<'e> {
         self.engine
     }
 
-    /// The name, lane and priority set so far.
-    pub(crate) fn settings(&self) -> (OpName, Lane, Priority) {
-        (self.name.clone(), self.lane, self.priority)
-    }
-
-    /// The vars named so far: reads, writes.
-    pub(crate) fn vars(&self) -> (SmallVec<[Var; 2]>, SmallVec<[Var; 2]>) {
-        (self.reads.clone(), self.writes.clone())
+    /// The spec built so far (its settings and named vars).
+    pub(crate) fn spec(&self) -> &OpSpec<Task> {
+        &self.spec
     }
 
     /// Also writes `var` for a handle that waits on it; not counted
     /// against [`crate::MAX_OP_VARS`].
     pub(crate) fn handle_var(mut self, var: Var) -> Self {
-        self.handle = Some(var);
+        self.spec = self.spec.handle_var(var);
         self
     }
 
@@ -188,20 +174,9 @@ impl<'e> OpBuilder<'e> {
     }
 
     fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {
-        let mut spec = OpSpec::new(task)
-            .name(self.name)
-            .reads_vec(self.reads)
-            .writes_vec(self.writes)
-            .lane(self.lane)
-            .priority(self.priority);
-        if self.run_on_error {
-            spec = spec.run_on_error();
-        }
+        let mut spec = self.spec.payload(task);
         if asynchronous {
             spec = spec.asynchronous();
-        }
-        if let Some(h) = self.handle {
-            spec = spec.handle_var(h);
         }
         if self.fail_if_full {
             self.engine.try_push(spec)

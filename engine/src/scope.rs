@@ -236,7 +236,7 @@ impl<'scope, 'env> ScopedOp<'scope, 'env> {
             body: Some(body),
             _gone: gone.guard(),
         };
-        let (name, lane, priority) = self.builder.settings();
+        let described = self.builder.spec().info(0);
         let (id, done) = self.builder.push_accessing(move |access| {
             if let Some(body) = payload.body.take() {
                 drop(started.guard());
@@ -244,12 +244,7 @@ impl<'scope, 'env> ScopedOp<'scope, 'env> {
             }
             Ok(())
         })?;
-        let info = OpInfo {
-            id,
-            name: name.to_string(),
-            lane,
-            priority,
-        };
+        let info = OpInfo { id, ..described };
         self.scope.pushed.borrow_mut().push(Pushed {
             info,
             done,

@@ -15,7 +15,7 @@ use std::io::Write;
 pub struct Trace {
     /// The events, ordered by start time.
     pub events: Vec<TraceEvent>,
-    /// The engine's worker thread-name prefix ([`crate::Config::thread_name`]).
+    /// The engine's worker thread-name prefix ([`crate::CoreConfig::thread_name`]).
     pub thread_name: String,
 }
 
@@ -29,7 +29,7 @@ fn lane_name(lane: Lane) -> &'static str {
 impl Trace {
     /// The worker thread name of an event, as the engine names its threads;
     /// `<thread_name>-<lane>-pusher` for an op its pusher ran inline
-    /// ([`crate::Config::run_inline_from`]), which ran on the pushing
+    /// ([`crate::CoreConfig::run_inline_from`]), which ran on the pushing
     /// thread.
     pub fn worker_name(&self, event: &TraceEvent) -> String {
         if event.worker == 0 {

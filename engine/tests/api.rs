@@ -1,6 +1,6 @@
 //! The public API on real threads (no fork here: see tests/fork.rs).
 
-use forksafe::{Config, Engine, Error, Lane, OpErrorKind, Priority, State};
+use forksafe::{Config, CoreConfig, Engine, Error, Lane, OpErrorKind, Priority, State};
 use forksafe_testkit::GilBridge;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,8 +8,11 @@ use std::time::Duration;
 
 fn engine_with(compute: usize, host: usize) -> Engine {
     Engine::new(Config {
-        compute_workers: compute,
-        host_workers: host,
+        core: CoreConfig {
+            compute_workers: compute,
+            host_workers: host,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap()
@@ -54,7 +57,10 @@ fn deep_stack(frames: usize) -> u64 {
 #[test]
 fn workers_get_the_configured_stack_size() {
     let e = Engine::new(Config {
-        worker_stack_size: Some(32 << 20),
+        core: CoreConfig {
+            worker_stack_size: Some(32 << 20),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();
@@ -76,31 +82,52 @@ fn workers_get_the_configured_stack_size() {
 fn config_out_of_range_is_invalid_config() {
     let bad = [
         Config {
-            compute_workers: 0,
+            core: CoreConfig {
+                compute_workers: 0,
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            host_workers: 2000,
+            core: CoreConfig {
+                host_workers: 2000,
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            max_pending: Some(0),
+            core: CoreConfig {
+                max_pending: Some(0),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            thread_name: String::new(),
+            core: CoreConfig {
+                thread_name: String::new(),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            thread_name: "a\0b".into(),
+            core: CoreConfig {
+                thread_name: "a\0b".into(),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            thread_name: "x".repeat(33),
+            core: CoreConfig {
+                thread_name: "x".repeat(33),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
-            worker_stack_size: Some(0),
+            core: CoreConfig {
+                worker_stack_size: Some(0),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Config {
@@ -220,7 +247,7 @@ fn failures_and_panics_poison_and_clear() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
-/// A body's error keeps its type (issue 17 item 3): the poison of every
+/// A body's error keeps its type: the poison of every
 /// var it reaches, passed on through a skipped dependent, carries the same
 /// error value as `source()`, with that value's own source chain.
 #[test]
@@ -301,8 +328,11 @@ fn async_ops_complete_by_token_once() {
 #[test]
 fn pending_bound_gives_full() {
     let e = Engine::new(Config {
-        compute_workers: 1,
-        max_pending: Some(1),
+        core: CoreConfig {
+            compute_workers: 1,
+            max_pending: Some(1),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

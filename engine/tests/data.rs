@@ -1,7 +1,7 @@
 //! Data vars and op handles on real threads: what a body may borrow, the
 //! typed errors for bad input, and what a failure leaves behind.
 
-use forksafe::{Config, Engine, Error, OpErrorKind};
+use forksafe::{Config, CoreConfig, Engine, Error, OpErrorKind};
 
 fn engine() -> Engine {
     Engine::new(Config::default()).expect("engine")
@@ -192,7 +192,10 @@ fn into_inner_waits_for_readers_and_refuses_while_shared() {
 #[test]
 fn a_shutdown_that_cancels_an_op_ends_its_handle_with_shut_down() {
     let e = Engine::new(Config {
-        compute_workers: 1,
+        core: CoreConfig {
+            compute_workers: 1,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

@@ -10,11 +10,11 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Error, Forked, Lane, OpErrorKind};
+use forksafe::{Config, CoreConfig, Engine, Error, Forked, Lane, OpErrorKind};
+use forksafe_testkit::child::run_isolated;
 use forksafe_testkit::GilBridge;
 use nix::unistd::Pid;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,71 +72,25 @@ fn main() {
             Err(_) => std::process::exit(2),
         }
     }
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let (mut passed, mut failed) = (0, 0);
-    for (name, _) in SCENARIOS {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
+    let names: Vec<&'static str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    forksafe_testkit::harness::run(&names, |name| {
         let started = Instant::now();
-        let (ok, output) = run_scenario(name);
+        let (ok, output) = run_isolated("FORKSAFE_SCENARIO", name, SCENARIO_LIMIT);
         let secs = started.elapsed().as_secs_f64();
         if ok {
-            passed += 1;
+            passed.set(passed.get() + 1);
             println!("fork test {name} ... ok ({secs:.1}s)");
         } else {
-            failed += 1;
+            failed.set(failed.get() + 1);
             println!("fork test {name} ... FAILED ({secs:.1}s)");
         }
         print!("{output}");
-    }
+    });
+    let (passed, failed) = (passed.get(), failed.get());
     println!("fork tests: {passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);
-    }
-}
-
-/// Runs one scenario in a fresh process group; kills the group at the limit.
-fn run_scenario(name: &str) -> (bool, String) {
-    let exe = std::env::current_exe().expect("current exe");
-    let out = std::env::temp_dir().join(format!("forksafe-fork-{}-{name}.log", std::process::id()));
-    let file = std::fs::File::create(&out).expect("log file");
-    let mut child = match Command::new(exe)
-        .env("FORKSAFE_SCENARIO", name)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("dup"))
-        .stderr(file)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return (false, format!("    cannot start: {e}\n")),
-    };
-    let deadline = Instant::now() + SCENARIO_LIMIT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() > deadline => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(_) => break None,
-        }
-    };
-    let pgid = Pid::from_raw(child.id() as i32);
-    // Kill the whole group: the scenario and anything it forked.
-    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.wait();
-    let log = std::fs::read_to_string(&out).unwrap_or_default();
-    let _ = std::fs::remove_file(&out);
-    match status {
-        Some(s) if s.success() => (true, log),
-        Some(s) => (false, log + &format!("    scenario exited: {s}\n")),
-        None => (
-            false,
-            log + &format!("    watchdog: killed after {SCENARIO_LIMIT:?} (hang)\n"),
-        ),
     }
 }
 
@@ -144,8 +98,11 @@ fn gil_engine(compute: usize, host: usize) -> (Engine, Arc<GilBridge>) {
     let gil = Arc::new(GilBridge::new());
     let e = Engine::with_bridge(
         Config {
-            compute_workers: compute,
-            host_workers: host,
+            core: CoreConfig {
+                compute_workers: compute,
+                host_workers: host,
+                ..CoreConfig::default()
+            },
             ..Config::default()
         },
         Box::new(gil.clone()),
@@ -798,7 +755,10 @@ fn exit_with_pending_host_ops() -> Result<String, String> {
     let gil = Arc::new(GilBridge::new());
     let e = forksafe::init_default(
         Config {
-            host_workers: 1,
+            core: CoreConfig {
+                host_workers: 1,
+                ..CoreConfig::default()
+            },
             shutdown_deadline: Duration::from_millis(100),
             ..Config::default()
         },

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// Workers per lane: all of them are on their way out when the test forks.
 const WORKERS: usize = 8;
 
-fn main() {
+fn fork_after_shutdown() {
     support::fork_rounds("fork_after_shutdown", WORKERS, |round, e| {
         let v = e.new_var().expect("var");
         for i in 0..2 * WORKERS {
@@ -33,7 +33,12 @@ fn main() {
                 .run(|| {})
                 .expect("push");
         }
-        // Before the fix, the workers were still leaving after this.
+        // Shutdown returns only once its workers are gone: a fork right
+        // after it catches none leaving.
         e.shutdown(Duration::from_secs(5)).expect("shutdown");
     });
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("fork_after_shutdown", fork_after_shutdown)]);
 }

@@ -1,10 +1,10 @@
 //! Regression test: a child forked while other threads were being turned
 //! away at the closed fork gate must be able to fork in its turn.
 //!
-//! The gate used to count a refused thread in and out again; a fork between
-//! the two copied a count no thread of the child would ever take back, and
-//! the child's own next fork waited for it for ever (seen in CI, in
-//! `fork`'s `three_levels`). See FORK-SAFETY.md, L9.
+//! A gate that counted a refused thread in and out again would let a fork
+//! between the two copy a count no thread of the child ever takes back, and
+//! the child's own next fork would wait for it for ever. See
+//! FORK-SAFETY.md, L9.
 //!
 //! A `harness = false` binary (libtest's threads could hold locks at a
 //! fork). Two pushers keep pushing short ops to an engine with two compute
@@ -33,7 +33,7 @@ fn settles(e: &forksafe::Engine) -> Result<(), String> {
     Ok(())
 }
 
-fn main() {
+fn fork_again_in_child() {
     quiet_panics();
     let rounds = rounds();
     let e = Arc::new(engine(2, 1));
@@ -92,4 +92,8 @@ fn main() {
     say(&format!(
         "fork_again_in_child: {rounds} rounds passed ({total} ops pushed around the forks)\n"
     ));
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("fork_again_in_child", fork_again_in_child)]);
 }

@@ -24,10 +24,10 @@ use forksafe::Lane;
 /// Workers per lane: all of them start during the burst.
 const WORKERS: usize = 8;
 
-fn main() {
+fn fork_while_workers_start() {
     support::fork_rounds("fork_while_workers_start", WORKERS, |round, e| {
-        // Before the fix, the last workers were often still starting after
-        // this.
+        // The last workers are often still starting after this: prepare
+        // waits for them.
         for i in 0..2 * WORKERS {
             let v = e.new_var().expect("var");
             let lane = if i % 2 == 0 {
@@ -42,4 +42,8 @@ fn main() {
                 .expect("push");
         }
     });
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("fork_while_workers_start", fork_while_workers_start)]);
 }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Error, OpErrorKind, MAX_OP_VARS};
+use forksafe::{Config, CoreConfig, Engine, Error, OpErrorKind, MAX_OP_VARS};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::Arc;
@@ -43,43 +43,73 @@ fn config_error(c: Config) {
 fn config_extremes_are_invalid_config() {
     let base = Config::default;
     config_error(Config {
-        compute_workers: 0,
+        core: CoreConfig {
+            compute_workers: 0,
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        compute_workers: 1025,
+        core: CoreConfig {
+            compute_workers: 1025,
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        host_workers: 0,
+        core: CoreConfig {
+            host_workers: 0,
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        host_workers: usize::MAX,
+        core: CoreConfig {
+            host_workers: usize::MAX,
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        max_pending: Some(0),
+        core: CoreConfig {
+            max_pending: Some(0),
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        thread_name: String::new(),
+        core: CoreConfig {
+            thread_name: String::new(),
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        thread_name: "x".repeat(33),
+        core: CoreConfig {
+            thread_name: "x".repeat(33),
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        thread_name: "a\0b".into(),
+        core: CoreConfig {
+            thread_name: "a\0b".into(),
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        worker_stack_size: Some(0),
+        core: CoreConfig {
+            worker_stack_size: Some(0),
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
-        max_stand_ins: 1025,
+        core: CoreConfig {
+            max_stand_ins: 1025,
+            ..base().core
+        },
         ..base()
     });
     config_error(Config {
@@ -96,7 +126,10 @@ fn config_extremes_are_invalid_config() {
 #[test]
 fn a_stack_the_os_cannot_give_is_a_spawn_error() {
     let got = Engine::new(Config {
-        worker_stack_size: Some(1 << 50),
+        core: CoreConfig {
+            worker_stack_size: Some(1 << 50),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     });
     assert!(matches!(got, Err(Error::Spawn(_))), "{got:?}");
@@ -335,9 +368,12 @@ fn a_token_completed_twice_or_dropped_is_typed() {
 fn the_pending_bound_is_full_for_try_and_for_pushes_inside_ops() {
     let e = Arc::new(
         Engine::new(Config {
-            compute_workers: 1,
-            host_workers: 1,
-            max_pending: Some(1),
+            core: CoreConfig {
+                compute_workers: 1,
+                host_workers: 1,
+                max_pending: Some(1),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         })
         .unwrap(),

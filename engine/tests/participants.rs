@@ -54,7 +54,7 @@ impl ForkParticipant for Participant {
     }
 }
 
-fn main() {
+fn participants() {
     // Reports with write(2) only; the panics this test raises on purpose stay quiet.
     forksafe_testkit::child::quiet_panics(Some("expected:"));
     let rounds: usize = std::env::var("FORKSAFE_ROUNDS")
@@ -153,4 +153,8 @@ fn main() {
          participant: every child went on and read its participants right ({:.1} s)",
         start.elapsed().as_secs_f64()
     );
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("participants", participants)]);
 }

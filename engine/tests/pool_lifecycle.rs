@@ -13,7 +13,7 @@
 
 mod support;
 
-use forksafe::{Config, Engine, Error, Priority};
+use forksafe::{Config, CoreConfig, Engine, Error, Priority};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,8 +80,11 @@ fn stand_in_churn() -> Result<String, String> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
     let engine = new_engine(Config {
-        compute_workers: 1,
-        host_workers: 1,
+        core: CoreConfig {
+            compute_workers: 1,
+            host_workers: 1,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
@@ -164,7 +167,10 @@ fn wait_inside_op_cycle(
 /// reports by exit status; the parent waits for it under a deadline.
 fn fork_with_a_spare_parked() -> Result<String, String> {
     let engine = new_engine(Config {
-        compute_workers: 1,
+        core: CoreConfig {
+            compute_workers: 1,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
@@ -188,7 +194,10 @@ fn fork_with_a_spare_parked() -> Result<String, String> {
 /// of waiting for the slot its own completion frees.
 fn push_inside_op_at_the_bound() -> Result<String, String> {
     let engine = new_engine(Config {
-        max_pending: Some(1),
+        core: CoreConfig {
+            max_pending: Some(1),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })?;
     let (tx, rx) = mpsc::channel();
@@ -213,7 +222,10 @@ fn push_inside_op_at_the_bound() -> Result<String, String> {
 /// A push from inside an op with a free slot is admitted as usual.
 fn push_inside_op_below_the_bound() -> Result<String, String> {
     let engine = new_engine(Config {
-        max_pending: Some(2),
+        core: CoreConfig {
+            max_pending: Some(2),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })?;
     let v = engine.new_var().map_err(|e| e.to_string())?;
@@ -246,7 +258,10 @@ fn push_inside_op_below_the_bound() -> Result<String, String> {
 /// `Error::Spawn`, instead of an engine whose ops never run.
 fn bad_stack_size() -> Result<String, String> {
     let config = Config {
-        worker_stack_size: Some(1 << 62),
+        core: CoreConfig {
+            worker_stack_size: Some(1 << 62),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     };
     match Engine::new(config) {
@@ -265,7 +280,7 @@ fn bad_stack_size() -> Result<String, String> {
 
 fn main() {
     type Check = fn() -> Result<String, String>;
-    let checks: [(&str, Check, u64); 5] = [
+    let checks: [(&'static str, Check, u64); 5] = [
         ("stand_in_churn", stand_in_churn, 600),
         (
             "push_inside_op_at_the_bound",
@@ -280,19 +295,24 @@ fn main() {
         ("bad_stack_size", bad_stack_size, 60),
         ("fork_with_a_spare_parked", fork_with_a_spare_parked, 120),
     ];
-    let (mut passed, mut failed) = (0, 0);
-    for (name, check, limit) in checks {
+    let names: Vec<&'static str> = checks.iter().map(|(n, _, _)| *n).collect();
+    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    forksafe_testkit::harness::run(&names, |name| {
+        let Some(&(_, check, limit)) = checks.iter().find(|(n, _, _)| *n == name) else {
+            return;
+        };
         match with_watchdog(name, Duration::from_secs(limit), check) {
             Ok(msg) => {
-                passed += 1;
+                passed.set(passed.get() + 1);
                 println!("pool_lifecycle: {name} ok: {msg}");
             }
             Err(msg) => {
-                failed += 1;
+                failed.set(failed.get() + 1);
                 println!("pool_lifecycle: {name} FAILED: {msg}");
             }
         }
-    }
+    });
+    let (passed, failed) = (passed.get(), failed.get());
     println!("pool_lifecycle: {passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);

@@ -1,10 +1,10 @@
-//! Running inline (`Config::run_inline_from`, docs/DESIGN.md "Running
+//! Running inline (`CoreConfig::run_inline_from`, docs/DESIGN.md "Running
 //! inline"): which ops a pusher runs itself and which it leaves to the
 //! workers, and that an op run inline behaves like one a worker ran
 //! (errors at waits, quiesce, waits inside it). Which thread ran an op is
 //! read from its trace event (worker 0: its pusher) or its thread id.
 
-use forksafe::{Config, Engine, Error, OpErrorKind};
+use forksafe::{Config, CoreConfig, Engine, Error, OpErrorKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -16,8 +16,11 @@ const BOUND: Duration = Duration::from_secs(30);
 fn engine(compute: usize, run_inline_from: Option<usize>) -> Arc<Engine> {
     Arc::new(
         Engine::new(Config {
-            compute_workers: compute,
-            run_inline_from,
+            core: CoreConfig {
+                compute_workers: compute,
+                run_inline_from,
+                ..CoreConfig::default()
+            },
             ..Config::default()
         })
         .unwrap(),
@@ -87,7 +90,7 @@ fn a_ready_op_runs_on_its_pusher_once_its_queue_is_long() {
 /// Off (the default), a push never runs its op, however ready.
 #[test]
 fn off_by_default() {
-    let e = engine(1, Config::default().run_inline_from);
+    let e = engine(1, Config::default().core.run_inline_from);
     let v = e.new_var().unwrap();
     let ran_on = Recorder::default();
     e.op("x").writes(&[&v]).run(ran_on.body()).unwrap();
@@ -222,9 +225,12 @@ fn a_quiesce_holds_inline_runs() {
 fn a_wait_inside_an_inline_op_needs_no_stand_in() {
     let e = Arc::new(
         Engine::new(Config {
-            compute_workers: 1,
-            max_stand_ins: 0,
-            run_inline_from: Some(0),
+            core: CoreConfig {
+                compute_workers: 1,
+                max_stand_ins: 0,
+                run_inline_from: Some(0),
+                ..CoreConfig::default()
+            },
             ..Config::default()
         })
         .unwrap(),

@@ -1,4 +1,4 @@
-//! A fork from inside an op its pusher runs inline (`Config::run_inline_from`,
+//! A fork from inside an op its pusher runs inline (`CoreConfig::run_inline_from`,
 //! docs/DESIGN.md "Running inline"): the child carries that op, still
 //! running on the forking thread, which is no worker. The child's pool must
 //! count no worker for it, or an op the child queues finds nobody to run
@@ -10,7 +10,7 @@
 
 mod support;
 
-use forksafe::{Config, Engine};
+use forksafe::{Config, CoreConfig, Engine};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
@@ -42,15 +42,18 @@ fn child(e: &Engine) -> Result<String, String> {
     Ok(String::new())
 }
 
-fn main() {
+fn run_inline_fork() {
     quiet_panics();
     let rounds = rounds();
     for round in 0..rounds {
         let e = Arc::new(
             Engine::new(Config {
-                compute_workers: 1,
-                host_workers: 1,
-                run_inline_from: Some(0),
+                core: CoreConfig {
+                    compute_workers: 1,
+                    host_workers: 1,
+                    run_inline_from: Some(0),
+                    ..CoreConfig::default()
+                },
                 ..Config::default()
             })
             .expect("engine"),
@@ -87,4 +90,8 @@ fn main() {
         }
     }
     say(&format!("run_inline_fork: {rounds} rounds passed\n"));
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("run_inline_fork", run_inline_fork)]);
 }

@@ -1,13 +1,16 @@
 //! Scoped ops on real threads: borrows from the caller's stack, the wait
 //! for every op (errors and panics included), and what a scope refuses.
 
-use forksafe::{Config, Engine, Error, OpErrorKind};
+use forksafe::{Config, CoreConfig, Engine, Error, OpErrorKind};
 use std::sync::mpsc;
 use std::time::Duration;
 
 fn engine() -> Engine {
     Engine::new(Config {
-        compute_workers: 2,
+        core: CoreConfig {
+            compute_workers: 2,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .expect("engine")
@@ -124,7 +127,10 @@ fn a_scope_inside_an_op_is_refused() {
 #[test]
 fn ops_cancelled_by_shutdown_are_waited_for_and_reported() {
     let e = Engine::new(Config {
-        compute_workers: 1,
+        core: CoreConfig {
+            compute_workers: 1,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

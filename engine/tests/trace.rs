@@ -2,7 +2,7 @@
 //! Trace Event JSON, parse it back, and check one complete event per op with
 //! its name, lane and thread.
 
-use forksafe::{Config, Engine};
+use forksafe::{Config, CoreConfig, Engine};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,8 +11,11 @@ const OPS: usize = 500;
 #[test]
 fn timeline_has_one_complete_event_per_op() {
     let engine = Engine::new(Config {
-        compute_workers: 2,
-        thread_name: "tl".into(),
+        core: CoreConfig {
+            compute_workers: 2,
+            thread_name: "tl".into(),
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .unwrap();

@@ -222,19 +222,23 @@ fn dropped_then_forked() {
 
 fn main() {
     quiet_panics(None);
-    let scenarios: [(&str, fn()); 5] = [
+    let scenarios: [(&'static str, fn()); 5] = [
         ("used_then_forked", used_then_forked),
         ("forked_while_busy", forked_while_busy),
         ("forked_past_the_bound", forked_past_the_bound),
         ("nested", nested),
         ("dropped_then_forked", dropped_then_forked),
     ];
-    for (name, f) in scenarios {
+    let names: Vec<&'static str> = scenarios.iter().map(|(n, _)| *n).collect();
+    forksafe_testkit::harness::run(&names, |name| {
+        let Some(&(_, f)) = scenarios.iter().find(|(n, _)| *n == name) else {
+            return;
+        };
         let start = Instant::now();
         f();
         println!(
             "forksafe-rayon {name}: ok ({:.1} s)",
             start.elapsed().as_secs_f64()
         );
-    }
+    });
 }

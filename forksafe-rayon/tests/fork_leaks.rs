@@ -55,7 +55,7 @@ fn chain(pool: &ForkSafePool, depth: usize, parent_rss: u64) -> Result<String, S
     Ok(String::new())
 }
 
-fn main() {
+fn fork_leaks() {
     let rounds: usize = std::env::var("FORKSAFE_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -90,4 +90,8 @@ fn main() {
     let rss = status_kib("VmRSS:");
     let pid = fork_raw(|| chain(&pool, 1, rss)).expect("fork");
     wait_child(pid, Duration::from_secs(120)).expect("chain");
+}
+
+fn main() {
+    forksafe_testkit::harness::main(&[("fork_leaks", fork_leaks)]);
 }

@@ -13,6 +13,7 @@
 
 #![cfg(loom)]
 
+#[macro_use]
 mod common;
 mod pool_common;
 
@@ -245,8 +246,8 @@ fn skipped_op_passes_nothing() {
 /// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
 /// under its lane's lock, and its push waits for its own thread. Threads:
 /// main + 1 compute.
-fn body_under_slot_lock() {
-    check("body_under_slot_lock", body_pushes_onto_its_lane);
+fn body_under_queue_lock() {
+    check("body_under_queue_lock", body_pushes_onto_its_lane);
 }
 
 /// (n) `common::data_access_follows_grants`: with the mutant op 4's write
@@ -270,11 +271,11 @@ fn active_mutant() -> Option<Mutant> {
         Mutant::PauseBeforeStateCheck,
         Mutant::CompletionOutsideSection,
         Mutant::SkippedOpPassesNothing,
-        Mutant::BodyUnderSlotLock,
+        Mutant::BodyUnderQueueLock,
         Mutant::WriterJoinsReaders,
         Mutant::IdleAfterLastLook,
         Mutant::WantedReadBeforeQueue,
-        Mutant::PauseFirstSlotOnly,
+        Mutant::PauseFirstQueueOnly,
         Mutant::InlineIgnoresPause,
         Mutant::CompletionSkipsFence,
         Mutant::WaitSkipsOwnPushes,
@@ -298,12 +299,12 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::PauseBeforeStateCheck => pause_before_state_check,
         Mutant::CompletionOutsideSection => completion_outside_section,
         Mutant::SkippedOpPassesNothing => skipped_op_passes_nothing,
-        Mutant::BodyUnderSlotLock => body_under_slot_lock,
+        Mutant::BodyUnderQueueLock => body_under_queue_lock,
         Mutant::WriterJoinsReaders => writer_joins_readers,
         Mutant::IdleAfterLastLook | Mutant::WantedReadBeforeQueue => {
             push_meets_a_parking_worker_one
         }
-        Mutant::PauseFirstSlotOnly => pause_first_slot_only,
+        Mutant::PauseFirstQueueOnly => pause_first_queue_only,
         Mutant::InlineIgnoresPause => inline_ignores_pause,
         Mutant::CompletionSkipsFence => completion_skips_fence,
         Mutant::WaitSkipsOwnPushes => wait_skips_own_pushes,
@@ -328,7 +329,7 @@ fn push_meets_a_parking_worker_one() {
 
 /// (u) A quiesce holds while ops are queued on two slots. Threads: main +
 /// 2 compute.
-fn pause_first_slot_only() {
+fn pause_first_queue_only() {
     check("quiesce_holds_every_slot", common::quiesce_holds_every_slot);
 }
 
@@ -375,29 +376,29 @@ fn wait_graph_skips_search() {
     );
 }
 
-#[test]
-fn caught_wait_skips_own_pushes() {
-    let msg = caught(Mutant::WaitSkipsOwnPushes);
-    assert!(
-        msg.contains("returned before an op it pushed"),
-        "expected the wait rule's assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_wait_skips_own_pushes() {
-    wait_skips_own_pushes();
-}
-
-#[test]
-fn caught_wait_graph_skips_search() {
-    let msg = caught(Mutant::WaitGraphSkipsSearch);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_wait_graph_skips_search() {
-    wait_graph_skips_search();
+control_pairs! {
+    caught: |m, _scenario: fn()| caught(m), sound: |scenario: fn()| scenario();
+    caught_wait_skips_own_pushes, sound_wait_skips_own_pushes: WaitSkipsOwnPushes, wait_skips_own_pushes, "the wait rule's assertion", ["returned before an op it pushed"];
+    caught_wait_graph_skips_search, sound_wait_graph_skips_search: WaitGraphSkipsSearch, wait_graph_skips_search, "a deadlock", ["deadlock"];
+    caught_draining_prepare, sound_draining_prepare: DrainingPrepare, draining_prepare, "a deadlock or livelock", ["deadlock", "maximum number of branches"];
+    caught_lost_notify, sound_lost_notify: LostNotify, lost_notify, "a deadlock", ["deadlock"];
+    caught_push_waits_for_quiesce, sound_push_waits_for_quiesce: PushWaitsForQuiesce, push_waits_for_quiesce, "a deadlock or livelock", ["deadlock", "maximum number of branches"];
+    caught_child_rerun, sound_child_rerun: ChildRerun, child_rerun, "the I5 assertion", ["the child ran an inherited op"];
+    caught_counted_refusal, sound_counted_refusal: CountedRefusal, counted_refusal, "a deadlock", ["deadlock"];
+    caught_recall_without_wake, sound_recall_without_wake: RecallWithoutWake, recall_without_wake, "a deadlock", ["deadlock"];
+    caught_push_inside_op_waits, sound_push_inside_op_waits: PushInsideOpWaits, push_inside_op_waits, "a deadlock", ["deadlock"];
+    caught_prepare_skips_settle, sound_prepare_skips_settle: PrepareSkipsSettle, prepare_skips_settle, "the fork-point assertion", ["half-settled engine"];
+    caught_wake_only_when_no_writes, sound_wake_only_when_no_writes: WakeOnlyWhenNoWrites, wake_only_when_no_writes, "a deadlock or livelock", ["deadlock", "maximum number of branches"];
+    caught_pause_before_state_check, sound_pause_before_state_check: PauseBeforeStateCheck, pause_before_state_check, "a deadlock or livelock", ["deadlock", "maximum number of branches"];
+    caught_completion_outside_section, _: CompletionOutsideSection, completion_outside_section, "the fork-point check", ["fork-point check"];
+    caught_skipped_op_passes_nothing, sound_skipped_op_passes_nothing: SkippedOpPassesNothing, skipped_op_passes_nothing, "the I7 assertion", ["a skipped op passed no poison on"];
+    caught_body_under_queue_lock, sound_body_under_queue_lock: BodyUnderQueueLock, body_under_queue_lock, "a deadlock", ["deadlock"];
+    caught_writer_joins_readers, sound_writer_joins_readers: WriterJoinsReaders, writer_joins_readers, "an overlapping access", ["access grant (I9) broken", "Causality violation"];
+    caught_idle_after_last_look, _: IdleAfterLastLook, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    caught_wanted_read_before_queue, _: WantedReadBeforeQueue, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    caught_pause_first_queue_only, sound_pause_first_queue_only: PauseFirstQueueOnly, pause_first_queue_only, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
+    caught_inline_ignores_pause, sound_inline_ignores_pause: InlineIgnoresPause, inline_ignores_pause, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
+    caught_completion_skips_fence, sound_completion_skips_fence: CompletionSkipsFence, completion_skips_fence, "a deadlock", ["deadlock"];
 }
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_MUTANT";
@@ -425,11 +426,11 @@ fn mutant_run() {
         "PauseBeforeStateCheck" => Mutant::PauseBeforeStateCheck,
         "CompletionOutsideSection" => Mutant::CompletionOutsideSection,
         "SkippedOpPassesNothing" => Mutant::SkippedOpPassesNothing,
-        "BodyUnderSlotLock" => Mutant::BodyUnderSlotLock,
+        "BodyUnderQueueLock" => Mutant::BodyUnderQueueLock,
         "WriterJoinsReaders" => Mutant::WriterJoinsReaders,
         "IdleAfterLastLook" => Mutant::IdleAfterLastLook,
         "WantedReadBeforeQueue" => Mutant::WantedReadBeforeQueue,
-        "PauseFirstSlotOnly" => Mutant::PauseFirstSlotOnly,
+        "PauseFirstQueueOnly" => Mutant::PauseFirstQueueOnly,
         "InlineIgnoresPause" => Mutant::InlineIgnoresPause,
         "CompletionSkipsFence" => Mutant::CompletionSkipsFence,
         "WaitSkipsOwnPushes" => Mutant::WaitSkipsOwnPushes,
@@ -462,135 +463,6 @@ fn caught_in(m: Mutant, child_layer: bool) -> String {
     mutant_in_child("mutant_run", MUTANT_ENV, m, extra)
 }
 
-fn hang(msg: &str) -> bool {
-    msg.contains("deadlock") || msg.contains("maximum number of branches")
-}
-
-#[test]
-fn caught_draining_prepare() {
-    let msg = caught(Mutant::DrainingPrepare);
-    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
-}
-
-#[test]
-fn sound_draining_prepare() {
-    draining_prepare();
-}
-
-#[test]
-fn caught_lost_notify() {
-    let msg = caught(Mutant::LostNotify);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_lost_notify() {
-    lost_notify();
-}
-
-#[test]
-fn caught_push_waits_for_quiesce() {
-    let msg = caught(Mutant::PushWaitsForQuiesce);
-    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
-}
-
-#[test]
-fn sound_push_waits_for_quiesce() {
-    push_waits_for_quiesce();
-}
-
-#[test]
-fn caught_child_rerun() {
-    let msg = caught(Mutant::ChildRerun);
-    assert!(
-        msg.contains("the child ran an inherited op"),
-        "expected the I5 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_child_rerun() {
-    child_rerun();
-}
-
-#[test]
-fn caught_counted_refusal() {
-    let msg = caught(Mutant::CountedRefusal);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_counted_refusal() {
-    counted_refusal();
-}
-
-#[test]
-fn caught_recall_without_wake() {
-    let msg = caught(Mutant::RecallWithoutWake);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_recall_without_wake() {
-    recall_without_wake();
-}
-
-#[test]
-fn caught_push_inside_op_waits() {
-    let msg = caught(Mutant::PushInsideOpWaits);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_push_inside_op_waits() {
-    push_inside_op_waits();
-}
-
-#[test]
-fn caught_prepare_skips_settle() {
-    let msg = caught(Mutant::PrepareSkipsSettle);
-    assert!(
-        msg.contains("half-settled engine"),
-        "expected the fork-point assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_prepare_skips_settle() {
-    prepare_skips_settle();
-}
-
-#[test]
-fn caught_wake_only_when_no_writes() {
-    let msg = caught(Mutant::WakeOnlyWhenNoWrites);
-    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
-}
-
-#[test]
-fn sound_wake_only_when_no_writes() {
-    wake_only_when_no_writes();
-}
-
-#[test]
-fn caught_pause_before_state_check() {
-    let msg = caught(Mutant::PauseBeforeStateCheck);
-    assert!(hang(&msg), "expected a deadlock or livelock, got: {msg}");
-}
-
-#[test]
-fn sound_pause_before_state_check() {
-    pause_before_state_check();
-}
-
-#[test]
-fn caught_completion_outside_section() {
-    let msg = caught(Mutant::CompletionOutsideSection);
-    assert!(
-        msg.contains("fork-point check"),
-        "expected the fork-point check, got: {msg}"
-    );
-}
-
 #[test]
 fn caught_completion_outside_section_by_the_child() {
     let msg = caught_in(Mutant::CompletionOutsideSection, true);
@@ -604,45 +476,6 @@ fn caught_completion_outside_section_by_the_child() {
 fn sound_completion_outside_section() {
     completion_outside_section();
     completion_outside_section_child();
-}
-
-#[test]
-fn caught_skipped_op_passes_nothing() {
-    let msg = caught(Mutant::SkippedOpPassesNothing);
-    assert!(
-        msg.contains("a skipped op passed no poison on"),
-        "expected the I7 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_skipped_op_passes_nothing() {
-    skipped_op_passes_nothing();
-}
-
-#[test]
-fn caught_body_under_slot_lock() {
-    let msg = caught(Mutant::BodyUnderSlotLock);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_body_under_slot_lock() {
-    body_under_slot_lock();
-}
-
-#[test]
-fn caught_writer_joins_readers() {
-    let msg = caught(Mutant::WriterJoinsReaders);
-    assert!(
-        msg.contains("access grant (I9) broken") || msg.contains("Causality violation"),
-        "expected an overlapping access, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_writer_joins_readers() {
-    writer_joins_readers();
 }
 
 /// The bad-input path of the fork window, for completeness: the forking
@@ -659,18 +492,6 @@ fn sound_fork_window_refuses_forker() {
 }
 
 #[test]
-fn caught_idle_after_last_look() {
-    let msg = caught(Mutant::IdleAfterLastLook);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn caught_wanted_read_before_queue() {
-    let msg = caught(Mutant::WantedReadBeforeQueue);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
 fn sound_push_meets_a_parking_worker() {
     push_meets_a_parking_worker_one();
 }
@@ -678,47 +499,8 @@ fn sound_push_meets_a_parking_worker() {
 /// The same edge with two workers and two slots: a worker whose home slot
 /// is empty takes from the other's. Threads: main + 2 compute.
 #[test]
-fn sound_push_meets_parking_workers_on_two_slots() {
-    check("push_meets_parking_workers_on_two_slots", || {
+fn sound_push_meets_parking_workers_on_two_queues() {
+    check("push_meets_parking_workers_on_two_queues", || {
         common::push_meets_a_parking_worker(2)
     });
-}
-
-#[test]
-fn caught_pause_first_slot_only() {
-    let msg = caught(Mutant::PauseFirstSlotOnly);
-    assert!(
-        msg.contains("an op ran while a quiesce held (I3)"),
-        "expected the I3 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_pause_first_slot_only() {
-    pause_first_slot_only();
-}
-
-#[test]
-fn caught_inline_ignores_pause() {
-    let msg = caught(Mutant::InlineIgnoresPause);
-    assert!(
-        msg.contains("an op ran while a quiesce held (I3)"),
-        "expected the I3 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_inline_ignores_pause() {
-    inline_ignores_pause();
-}
-
-#[test]
-fn caught_completion_skips_fence() {
-    let msg = caught(Mutant::CompletionSkipsFence);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_completion_skips_fence() {
-    completion_skips_fence();
 }

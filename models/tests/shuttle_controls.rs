@@ -8,6 +8,7 @@
 
 #![cfg(shuttle)]
 
+#[macro_use]
 mod common;
 mod pool_common;
 
@@ -24,9 +25,7 @@ const SEED: u64 = 0x5eed_f04c;
 const ITERS: usize = 2000;
 /// Schedules a control may try: the search stops at its first failure, so
 /// a wider bound costs only when the mutant escapes. (The lost-notify
-/// deadlock needs a few thousand schedules of this seed since the op record
-/// lost its payload lock and two status atomics, which were scheduling
-/// points.)
+/// deadlock needs a few thousand schedules of this seed.)
 const CONTROL_ITERS: usize = 20_000;
 /// Step bound: a spinning thread past it is a livelock.
 const STEPS: usize = 20_000;
@@ -100,15 +99,49 @@ fn lost_notify() {
     w.engine.shutdown(LONG).unwrap();
 }
 
-#[test]
-fn caught_lost_notify() {
-    let msg = caught(Mutant::LostNotify, lost_notify);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_lost_notify() {
-    sound(lost_notify);
+control_pairs! {
+    caught: caught, sound: sound;
+    caught_lost_notify, sound_lost_notify: LostNotify, lost_notify, "a deadlock", ["deadlock"];
+    caught_push_waits_for_quiesce, sound_push_waits_for_quiesce: PushWaitsForQuiesce, push_waits_for_quiesce, "a livelock (step bound) or deadlock", ["exceeded max_steps", "deadlock"];
+    caught_child_rerun, sound_child_rerun: ChildRerun, child_rerun, "the I5 assertion", ["the child ran an inherited op"];
+    /// (e) A thread refused at the closed fork gate counts itself in for a
+    /// moment: the snapshot can copy that count, and the child's own fork spins
+    /// for ever waiting for a section no thread of the child holds.
+    caught_counted_refusal, _: CountedRefusal, child_rerun, "the step bound (a livelock)", ["exceeded max_steps"];
+    caught_recall_without_wake, sound_recall_without_wake: RecallWithoutWake, recall_without_wake, "a deadlock", ["deadlock"];
+    caught_prepare_skips_settle, sound_prepare_skips_settle: PrepareSkipsSettle, prepare_skips_settle, "the fork-point assertion", ["half-settled engine"];
+    /// (i) `common::wait_with_a_later_write_queued`: with the mutant the
+    /// waiter is not woken while a later write is queued.
+    caught_wake_only_when_no_writes, sound_wake_only_when_no_writes: WakeOnlyWhenNoWrites, wait_with_a_later_write_queued, "a hang", ["deadlock", "exceeded max_steps"];
+    /// (j) `common::quiesce_races_shutdown`: with the mutant a refused quiesce
+    /// leaves dispatch paused and the shutdown waits for ever.
+    caught_pause_before_state_check, sound_pause_before_state_check: PauseBeforeStateCheck, quiesce_races_shutdown, "a hang", ["deadlock", "exceeded max_steps"];
+    caught_completion_outside_section, _: CompletionOutsideSection, completion_outside_section, "the fork-point check", ["fork-point check"];
+    caught_completion_outside_section_by_the_child, _: CompletionOutsideSection, completion_outside_section_child, "the child to find a lock the fork point held", ["held at the fork point"];
+    /// (l) `common::poison_passes_on`: with the mutant the skipped op passes
+    /// no poison on.
+    caught_skipped_op_passes_nothing, sound_skipped_op_passes_nothing: SkippedOpPassesNothing, poison_passes_on, "the I7 assertion", ["a skipped op passed no poison on"];
+    /// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
+    /// under its lane's lock, and its push waits for its own thread.
+    caught_body_under_queue_lock, sound_body_under_queue_lock: BodyUnderQueueLock, body_pushes_onto_its_lane, "a deadlock", ["deadlock"];
+    /// (n) `common::data_access_follows_grants`: with the mutant op 4's write
+    /// is granted while op 2 or 3 still reads.
+    caught_writer_joins_readers, sound_writer_joins_readers: WriterJoinsReaders, data_access_follows_grants, "an overlapping or out-of-order access", ["access grant (I9) broken", "readers see op 1's write only"];
+    caught_idle_after_last_look, _: IdleAfterLastLook, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    caught_idle_after_last_look_on_two_queues, _: IdleAfterLastLook, push_meets_parking_workers_on_two_queues, "a deadlock", ["deadlock"];
+    caught_wanted_read_before_queue, _: WantedReadBeforeQueue, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    /// (u) I3 across slots: with the mutant a worker starts an op on the slot
+    /// the quiesce did not pause.
+    caught_pause_first_queue_only, sound_pause_first_queue_only: PauseFirstQueueOnly, quiesce_holds_every_slot, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
+    /// (v) I3 for ops run inline: with the mutant a pusher starts its op on a
+    /// slot the quiesce paused.
+    caught_inline_ignores_pause, sound_inline_ignores_pause: InlineIgnoresPause, inline_run_meets_a_quiesce, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
+    /// (x) `common::wait_covers_own_push`: with the mutant the body's wait
+    /// returns before the op it pushed ran.
+    caught_wait_skips_own_pushes, sound_wait_skips_own_pushes: WaitSkipsOwnPushes, wait_covers_own_push, "the wait rule's assertion", ["returned before an op it pushed"];
+    /// (y) `common::waits_that_would_close_a_cycle`: with the mutant both
+    /// waits are listed and each waits for an op queued behind the other.
+    caught_wait_graph_skips_search, sound_wait_graph_skips_search: WaitGraphSkipsSearch, waits_that_would_close_a_cycle, "a deadlock", ["deadlock"];
 }
 
 /// (c) A GIL-holding pusher blocks on a quiesce that waits for a running
@@ -137,20 +170,6 @@ fn push_waits_for_quiesce() {
     pusher.join().unwrap();
     w.engine.wait_all().unwrap();
     w.engine.shutdown(LONG).unwrap();
-}
-
-#[test]
-fn caught_push_waits_for_quiesce() {
-    let msg = caught(Mutant::PushWaitsForQuiesce, push_waits_for_quiesce);
-    assert!(
-        msg.contains("exceeded max_steps") || msg.contains("deadlock"),
-        "expected a livelock (step bound) or deadlock, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_push_waits_for_quiesce() {
-    sound(push_waits_for_quiesce);
 }
 
 /// (d) A child that re-runs an inherited op. An async op handed to a
@@ -186,11 +205,11 @@ fn child_rerun() {
 /// child can fork in its turn.
 fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
     use forksafe_core::sync::Arc as SArc;
-    use forksafe_core::{Engine, ForkDomain};
+    use forksafe_core::{CoreEngine, ForkDomain};
     use forksafe_testkit::GilBridge;
     let domain: &'static ForkDomain =
         Box::leak(Box::new(ForkDomain::with_epoch(w.domain.epoch() + 1)));
-    let (engine, vars) = Engine::from_fork_snapshot(
+    let (engine, vars) = CoreEngine::from_fork_snapshot(
         domain,
         config(1, 1, None),
         Box::new(SArc::new(GilBridge::new())),
@@ -214,48 +233,11 @@ fn child_check(w: &World, snap: &ForkSnapshot<Job>, pushed: &[(u64, Op)]) {
     engine.shutdown(LONG).unwrap();
 }
 
-#[test]
-fn caught_child_rerun() {
-    let msg = caught(Mutant::ChildRerun, child_rerun);
-    assert!(
-        msg.contains("the child ran an inherited op"),
-        "expected the I5 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_child_rerun() {
-    sound(child_rerun);
-}
-
-/// (e) A thread refused at the closed fork gate counts itself in for a
-/// moment: the snapshot can copy that count, and the child's own fork spins
-/// for ever waiting for a section no thread of the child holds.
-#[test]
-fn caught_counted_refusal() {
-    let msg = caught(Mutant::CountedRefusal, child_rerun);
-    assert!(
-        msg.contains("exceeded max_steps"),
-        "expected the step bound (a livelock), got: {msg}"
-    );
-}
-
 /// (f) The stand-in lifecycle, two rounds: the second round's wait needs
 /// the spare the first retired; with the mutant the recalled spare is
 /// never woken and the wait blocks for ever.
 fn recall_without_wake() {
     pool_common::stand_in_rounds(2);
-}
-
-#[test]
-fn caught_recall_without_wake() {
-    let msg = caught(Mutant::RecallWithoutWake, recall_without_wake);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_recall_without_wake() {
-    sound(recall_without_wake);
 }
 
 /// (g) The bound rule: with `max_pending = 1` an op's body pushes; with
@@ -282,52 +264,6 @@ fn prepare_skips_settle() {
     fork_while_child_settles(&quiet_parent_snapshot());
 }
 
-#[test]
-fn caught_prepare_skips_settle() {
-    let msg = caught(Mutant::PrepareSkipsSettle, prepare_skips_settle);
-    assert!(
-        msg.contains("half-settled engine"),
-        "expected the fork-point assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_prepare_skips_settle() {
-    sound(prepare_skips_settle);
-}
-
-/// (i) `common::wait_with_a_later_write_queued`: with the mutant the
-/// waiter is not woken while a later write is queued.
-#[test]
-fn caught_wake_only_when_no_writes() {
-    let msg = caught(Mutant::WakeOnlyWhenNoWrites, wait_with_a_later_write_queued);
-    assert!(
-        msg.contains("deadlock") || msg.contains("exceeded max_steps"),
-        "expected a hang, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_wake_only_when_no_writes() {
-    sound(wait_with_a_later_write_queued);
-}
-
-/// (j) `common::quiesce_races_shutdown`: with the mutant a refused quiesce
-/// leaves dispatch paused and the shutdown waits for ever.
-#[test]
-fn caught_pause_before_state_check() {
-    let msg = caught(Mutant::PauseBeforeStateCheck, quiesce_races_shutdown);
-    assert!(
-        msg.contains("deadlock") || msg.contains("exceeded max_steps"),
-        "expected a hang, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_pause_before_state_check() {
-    sound(quiesce_races_shutdown);
-}
-
 /// (k) `common::completion_races_fork`: with the mutant a completion does
 /// its bookkeeping outside its gate section, and the fork-point check
 /// finds a completion half done or an engine lock held.
@@ -345,75 +281,9 @@ fn completion_outside_section_child() {
 }
 
 #[test]
-fn caught_completion_outside_section() {
-    let msg = caught(Mutant::CompletionOutsideSection, completion_outside_section);
-    assert!(
-        msg.contains("fork-point check"),
-        "expected the fork-point check, got: {msg}"
-    );
-}
-
-#[test]
-fn caught_completion_outside_section_by_the_child() {
-    let msg = caught(
-        Mutant::CompletionOutsideSection,
-        completion_outside_section_child,
-    );
-    assert!(
-        msg.contains("held at the fork point"),
-        "expected the child to find a lock the fork point held, got: {msg}"
-    );
-}
-
-#[test]
 fn sound_completion_outside_section() {
     sound(completion_outside_section);
     sound(completion_outside_section_child);
-}
-
-/// (l) `common::poison_passes_on`: with the mutant the skipped op passes
-/// no poison on.
-#[test]
-fn caught_skipped_op_passes_nothing() {
-    let msg = caught(Mutant::SkippedOpPassesNothing, poison_passes_on);
-    assert!(
-        msg.contains("a skipped op passed no poison on"),
-        "expected the I7 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_skipped_op_passes_nothing() {
-    sound(poison_passes_on);
-}
-
-/// (m) `common::body_pushes_onto_its_lane`: with the mutant the body runs
-/// under its lane's lock, and its push waits for its own thread.
-#[test]
-fn caught_body_under_slot_lock() {
-    let msg = caught(Mutant::BodyUnderSlotLock, body_pushes_onto_its_lane);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_body_under_slot_lock() {
-    sound(body_pushes_onto_its_lane);
-}
-
-/// (n) `common::data_access_follows_grants`: with the mutant op 4's write
-/// is granted while op 2 or 3 still reads.
-#[test]
-fn caught_writer_joins_readers() {
-    let msg = caught(Mutant::WriterJoinsReaders, data_access_follows_grants);
-    assert!(
-        msg.contains("access grant (I9) broken") || msg.contains("readers see op 1's write only"),
-        "expected an overlapping or out-of-order access, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_writer_joins_readers() {
-    sound(data_access_follows_grants);
 }
 
 /// (s), (t) The ready queues' empty -> non-empty edge: with either mutant
@@ -422,32 +292,8 @@ fn push_meets_a_parking_worker_one() {
     push_meets_a_parking_worker(1);
 }
 
-fn push_meets_parking_workers_on_two_slots() {
+fn push_meets_parking_workers_on_two_queues() {
     push_meets_a_parking_worker(2);
-}
-
-#[test]
-fn caught_idle_after_last_look() {
-    let msg = caught(Mutant::IdleAfterLastLook, push_meets_a_parking_worker_one);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn caught_idle_after_last_look_on_two_slots() {
-    let msg = caught(
-        Mutant::IdleAfterLastLook,
-        push_meets_parking_workers_on_two_slots,
-    );
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn caught_wanted_read_before_queue() {
-    let msg = caught(
-        Mutant::WantedReadBeforeQueue,
-        push_meets_a_parking_worker_one,
-    );
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
 }
 
 #[test]
@@ -456,67 +302,6 @@ fn sound_push_meets_a_parking_worker() {
 }
 
 #[test]
-fn sound_push_meets_parking_workers_on_two_slots() {
-    sound(push_meets_parking_workers_on_two_slots);
-}
-
-/// (u) I3 across slots: with the mutant a worker starts an op on the slot
-/// the quiesce did not pause.
-#[test]
-fn caught_pause_first_slot_only() {
-    let msg = caught(Mutant::PauseFirstSlotOnly, quiesce_holds_every_slot);
-    assert!(
-        msg.contains("an op ran while a quiesce held (I3)"),
-        "expected the I3 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_pause_first_slot_only() {
-    sound(quiesce_holds_every_slot);
-}
-
-/// (v) I3 for ops run inline: with the mutant a pusher starts its op on a
-/// slot the quiesce paused.
-#[test]
-fn caught_inline_ignores_pause() {
-    let msg = caught(Mutant::InlineIgnoresPause, inline_run_meets_a_quiesce);
-    assert!(
-        msg.contains("an op ran while a quiesce held (I3)"),
-        "expected the I3 assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_inline_ignores_pause() {
-    sound(inline_run_meets_a_quiesce);
-}
-
-/// (x) `common::wait_covers_own_push`: with the mutant the body's wait
-/// returns before the op it pushed ran.
-#[test]
-fn caught_wait_skips_own_pushes() {
-    let msg = caught(Mutant::WaitSkipsOwnPushes, wait_covers_own_push);
-    assert!(
-        msg.contains("returned before an op it pushed"),
-        "expected the wait rule's assertion, got: {msg}"
-    );
-}
-
-#[test]
-fn sound_wait_skips_own_pushes() {
-    sound(wait_covers_own_push);
-}
-
-/// (y) `common::waits_that_would_close_a_cycle`: with the mutant both
-/// waits are listed and each waits for an op queued behind the other.
-#[test]
-fn caught_wait_graph_skips_search() {
-    let msg = caught(Mutant::WaitGraphSkipsSearch, waits_that_would_close_a_cycle);
-    assert!(msg.contains("deadlock"), "expected a deadlock, got: {msg}");
-}
-
-#[test]
-fn sound_wait_graph_skips_search() {
-    sound(waits_that_would_close_a_cycle);
+fn sound_push_meets_parking_workers_on_two_queues() {
+    sound(push_meets_parking_workers_on_two_queues);
 }

@@ -6,7 +6,7 @@
 //! final log must match it. An access the grants did not order would show
 //! as a read of a log a later write already changed (or a torn one).
 
-use forksafe::{Config, Data, Engine, Lane};
+use forksafe::{Config, CoreConfig, Data, Engine, Lane};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -51,8 +51,11 @@ type Seen = Vec<(usize, Log)>;
 /// Runs `prog` on a fresh engine and checks it against the reference.
 pub fn run_data_program(prog: &DataProgram) -> Result<String, String> {
     let engine = Engine::new(Config {
-        compute_workers: 2,
-        host_workers: 1,
+        core: CoreConfig {
+            compute_workers: 2,
+            host_workers: 1,
+            ..CoreConfig::default()
+        },
         ..Config::default()
     })
     .map_err(|e| e.to_string())?;

@@ -7,7 +7,7 @@
 use crate::forking::{exit_now, read_pipe, wait_child, write_fd};
 use crate::program::{fail_message, mix, panic_message, Mode, OpStmt, Outcome, Program, Stmt};
 use crate::reference::{BodyWait, Fate, Model, Predicted, RefKind, RefOp};
-use forksafe::{Config, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
+use forksafe::{Config, CoreConfig, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
 use forksafe_testkit::GilBridge;
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
@@ -35,7 +35,7 @@ pub struct Options {
     /// together; the reference then takes them in the engine's id order,
     /// which is the order of every var's queue (I1).
     pub pushers: usize,
-    /// The engine's `Config::run_inline_from` (pushers running ready ops
+    /// The engine's `CoreConfig::run_inline_from` (pushers running ready ops
     /// themselves; docs/DESIGN.md "Running inline").
     pub run_inline_from: Option<usize>,
 }
@@ -106,12 +106,14 @@ enum Runs {
 pub fn run_program(program: &Program, options: &Options) -> Result<Stats, String> {
     let gil = program.gil.then(|| Arc::new(GilBridge::new()));
     let config = Config {
-        compute_workers: program.compute_workers.clamp(1, 3) as usize,
-        host_workers: program.host_workers.clamp(1, 2) as usize,
+        core: CoreConfig {
+            compute_workers: program.compute_workers.clamp(1, 3) as usize,
+            host_workers: program.host_workers.clamp(1, 2) as usize,
+            run_inline_from: options.run_inline_from,
+            ..CoreConfig::default()
+        },
         fork_drain: options.wait_timeout,
         shutdown_deadline: options.wait_timeout,
-        run_inline_from: options.run_inline_from,
-        ..Config::default()
     };
     let engine = Arc::new(
         match &gil {

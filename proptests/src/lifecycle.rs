@@ -13,7 +13,7 @@
 //! cancelled ops).
 
 use forksafe::{Error, Lane, OpErrorKind, Task};
-use forksafe_core::{Config, Engine, ForkDomain, OpSpec};
+use forksafe_core::{Config, CoreEngine, ForkDomain, OpSpec};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -113,7 +113,7 @@ const LONG: Duration = Duration::from_secs(10);
 const SHORT: Duration = Duration::from_millis(5);
 
 struct Ctx {
-    engine: Engine<Task>,
+    engine: CoreEngine<Task>,
     vars: Vec<forksafe_core::Var<Task>>,
     /// Per accepted op (by label): how many times its body ran.
     runs: Vec<AtomicU32>,
@@ -139,7 +139,7 @@ pub fn run_lifecycle(life: &Lifecycle) -> Result<LifeStats, String> {
         host_workers: 1,
         ..Config::default()
     };
-    let engine = Engine::new(&LIFE_DOMAIN, config).map_err(|e| format!("engine: {e}"))?;
+    let engine = CoreEngine::new(&LIFE_DOMAIN, config).map_err(|e| format!("engine: {e}"))?;
     let vars = (0..LIFE_VARS)
         .map(|_| engine.new_var())
         .collect::<Result<Vec<_>, _>>()

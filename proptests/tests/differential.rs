@@ -15,12 +15,11 @@
 use forksafe_proptests::forking::quiet_panic_hook;
 use forksafe_proptests::lifecycle::{decode_lifecycle, run_lifecycle};
 use forksafe_proptests::{decode, encode, run_program, strategy, Options, Program, Stats, Stmt};
-use nix::unistd::Pid;
+use forksafe_testkit::child::run_isolated;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use std::cell::RefCell;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 type Property = fn(u32) -> Result<String, String>;
@@ -71,29 +70,41 @@ fn main() {
             }
         }
     }
-    let filters: Vec<String> = std::env::args()
+    // Known failures run only when named.
+    let asked: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let (mut passed, mut failed) = (0, 0);
-    for (name, default_cases, _) in PROPERTIES.iter().chain(KNOWN) {
-        let named = filters.iter().any(|f| name.contains(f.as_str()));
-        let known = KNOWN.iter().any(|(n, _, _)| n == name);
-        if (!filters.is_empty() || known) && !named {
-            continue;
-        }
+    let listed = PROPERTIES.iter().chain(
+        KNOWN
+            .iter()
+            .filter(|(n, _, _)| asked.iter().any(|f| n.contains(f.as_str()))),
+    );
+    let names: Vec<&'static str> = listed.map(|(n, _, _)| *n).collect();
+    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    forksafe_testkit::harness::run(&names, |name| {
+        let default_cases = PROPERTIES
+            .iter()
+            .chain(KNOWN)
+            .find(|(n, _, _)| *n == name)
+            .map_or(1, |(_, c, _)| *c);
         let started = Instant::now();
-        let (ok, output) = run_isolated(name, limit(cases(*default_cases), *default_cases));
+        let (ok, output) = run_isolated(
+            "FORKSAFE_PROPERTY",
+            name,
+            limit(cases(default_cases), default_cases),
+        );
         let secs = started.elapsed().as_secs_f64();
         if ok {
-            passed += 1;
+            passed.set(passed.get() + 1);
             println!("property {name} ... ok ({secs:.1}s)");
         } else {
-            failed += 1;
+            failed.set(failed.get() + 1);
             println!("property {name} ... FAILED ({secs:.1}s)");
         }
         print!("{output}");
-    }
+    });
+    let (passed, failed) = (passed.get(), failed.get());
     println!("properties: {passed} passed, {failed} failed");
     if failed > 0 || passed == 0 {
         std::process::exit(1);
@@ -106,47 +117,6 @@ fn cases(default: u32) -> u32 {
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(default)
-}
-
-/// Runs one property in a fresh process group; kills the group at `limit`.
-fn run_isolated(name: &str, limit: Duration) -> (bool, String) {
-    let exe = std::env::current_exe().expect("current exe");
-    let out = std::env::temp_dir().join(format!("forksafe-prop-{}-{name}.log", std::process::id()));
-    let file = std::fs::File::create(&out).expect("log file");
-    let mut child = match Command::new(exe)
-        .env("FORKSAFE_PROPERTY", name)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("dup"))
-        .stderr(file)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return (false, format!("    cannot start: {e}\n")),
-    };
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() > deadline => break None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => break None,
-        }
-    };
-    let pgid = Pid::from_raw(child.id() as i32);
-    // The whole group: the property and anything it forked.
-    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.wait();
-    let log = std::fs::read_to_string(&out).unwrap_or_default();
-    let _ = std::fs::remove_file(&out);
-    match status {
-        Some(s) if s.success() => (true, log),
-        Some(s) => (false, log + &format!("    property process exited: {s}\n")),
-        None => (
-            false,
-            log + &format!("    watchdog: killed after {limit:?} (hang)\n"),
-        ),
-    }
 }
 
 fn config(cases: u32) -> Config {

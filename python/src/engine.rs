@@ -7,8 +7,8 @@ use crate::errors::{to_py, IntoPy};
 use crate::future::{push_from_python, HostCall, Resolver};
 use crate::kernels::{self, Binary, KernelOut, Reduce, Scalar};
 use crate::var::PyVar;
-use forksafe::{Config, Engine, Priority, State, Var};
-use forksafe_core::sync::{park_until, Arc, Clock, Slot};
+use forksafe::{Config, CoreConfig, Engine, Priority, State, Var};
+use forksafe_core::sync::{park_until, Arc, Clock, Handoff};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -249,16 +249,18 @@ impl PyEngine {
         _default: bool,
     ) -> PyResult<Self> {
         let config = Config {
-            compute_workers,
-            host_workers,
-            max_pending,
-            thread_name: thread_name.to_string(),
-            worker_stack_size,
-            max_stand_ins,
-            // Not offered to Python (yet): a kernel run inline would run on
-            // the Python thread that pushed it, which callers of an async
-            // array API do not expect.
-            run_inline_from: None,
+            core: CoreConfig {
+                compute_workers,
+                host_workers,
+                max_pending,
+                thread_name: thread_name.to_string(),
+                worker_stack_size,
+                max_stand_ins,
+                // Not offered to Python: a kernel run inline would run on
+                // the Python thread that pushed it, which callers of an
+                // async array API do not expect.
+                run_inline_from: None,
+            },
             fork_drain: seconds("fork_drain", fork_drain)?,
             shutdown_deadline: seconds("shutdown_deadline", shutdown_deadline)?,
         };
@@ -408,7 +410,7 @@ impl PyEngine {
         if run_on_error {
             op = op.run_on_error();
         }
-        let may_wait = self.engine.config().max_pending.is_some();
+        let may_wait = self.engine.config().core.max_pending.is_some();
         let pushed = push_from_python(py, may_wait, move || op.try_run(move || call.run()));
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
@@ -732,12 +734,12 @@ impl PyEngine {
         body: impl FnOnce() -> Result<KernelOut, String> + Send + 'static,
     ) -> PyResult<u64> {
         let done = self.engine.new_var().py_err(py)?;
-        let slot: Arc<Slot<KernelOut>> = Arc::new(Slot::new());
+        let slot: Arc<Handoff<KernelOut>> = Arc::new(Handoff::new());
         let put = slot.clone();
         let writes: Vec<&Var> = unique(writes.iter().chain([&done]));
         let reads: Vec<&Var> = unique(reads.iter().filter(|r| !writes.contains(r)));
         let compute = self.engine.op(name.clone()).reads(&reads).writes(&writes);
-        let may_wait = self.engine.config().max_pending.is_some();
+        let may_wait = self.engine.config().core.max_pending.is_some();
         let pushed = push_from_python(py, may_wait, move || {
             compute.try_run(move || body().map(|v| put.put(v)))
         });

@@ -188,6 +188,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         | Error::DuplicateVar
         | Error::TooManyVars
         | Error::ZeroTimeout
+        | Error::NoPayload
         | Error::InvalidConfig(_) => PyValueError::new_err(e.to_string()),
         Error::ShutDown => ShutDownError::new_err(e.to_string()),
         Error::ForkInProgress => ForkInProgressError::new_err(e.to_string()),

@@ -330,6 +330,69 @@ pub fn read_pipe(fd: &OwnedFd) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Runs this test binary again as a child process, with `var` set to
+/// `name` (the child runs that one case and exits), in a process group of
+/// its own, its output to a temporary log. Kills the whole group (the case
+/// and anything it forked) once `limit` (scaled by [`watchdog_scale`]) has
+/// passed. Returns whether the case exited 0, and its log with a last line
+/// saying why it failed. The `harness = false` binaries that run one case
+/// per process share it.
+pub fn run_isolated(var: &str, name: &str, limit: Duration) -> (bool, String) {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let limit = scaled(limit);
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return (false, format!("    cannot find the test binary: {e}\n")),
+    };
+    let out = std::env::temp_dir().join(format!("forksafe-{}-{name}.log", std::process::id()));
+    let log_file = std::fs::File::create(&out).and_then(|f| Ok((f.try_clone()?, f)));
+    let (stdout, stderr) = match log_file {
+        Ok(pair) => pair,
+        Err(e) => return (false, format!("    cannot create {}: {e}\n", out.display())),
+    };
+    let mut child = match Command::new(exe)
+        .env(var, name)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return (false, format!("    cannot start: {e}\n")),
+    };
+    let deadline = Instant::now() + limit;
+    let clock = Clock::new();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() > deadline => break None,
+            Ok(None) => park_until(
+                &clock,
+                Some(clock.deadline_after(Duration::from_millis(10))),
+            ),
+            Err(_) => break None,
+        }
+    };
+    let pgid = Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::killpg(pgid, Signal::SIGKILL);
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    match status {
+        Some(s) if s.success() => (true, log),
+        Some(s) => (false, log + &format!("    {name}: exited {s}\n")),
+        None => (
+            false,
+            log + &format!(
+                "    watchdog: {name} killed after {limit:?} (hang; FORKSAFE_WATCHDOG_SCALE={})\n",
+                watchdog_scale()
+            ),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

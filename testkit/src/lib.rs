@@ -17,5 +17,6 @@
 pub mod child;
 pub mod counters;
 pub mod gil;
+pub mod harness;
 
 pub use gil::{GilBridge, HostLock};

@@ -6,12 +6,18 @@
 //! The gate is what makes this true (I5, I6): every engine lock is taken
 //! only inside a section, and a completion's bookkeeping is one section.
 //!
-//! [`Shared::fork_point`] reads both through the facade's fork watch
+//! [`fork_point`] reads both through the facade's fork watch
 //! (`sync/fork_watch.rs`), which adds no scheduling point, so the check
 //! observes the instant without changing what the model explores. The
 //! snapshot keeps what it saw, and a child model built from it starts with
 //! those locks held by nobody it has (`ForkWatched::inherit_held`), as the
 //! real child would.
+//!
+//! # State
+//!
+//! None: the check reads, at one instant, the locks the fork watch says are
+//! held and the threads inside a completion (`Shared::completing`), and
+//! moves nothing.
 
 use super::{Payload, Shared};
 use crate::op_info::Lane;
@@ -22,12 +28,12 @@ use std::fmt;
 /// A production engine lock, named so a child model can find its copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EngineLock {
-    /// The control state's lock.
-    Control,
+    /// The lifecycle cell's lock.
+    Lifecycle,
     /// A lane's lock.
     Lane(Lane),
-    /// The lock of a lane's ready-queue slot.
-    Slot(Lane, usize),
+    /// The lock of a lane's ready queue.
+    ReadyQueue(Lane, usize),
     /// Shard `n` of the live index.
     LiveShard(usize),
     /// The `wait_all` waiters' lock.
@@ -63,43 +69,41 @@ impl fmt::Display for ForkPoint {
     }
 }
 
-impl<P: Payload> Shared<P> {
-    /// Every production engine lock a fork copies, with its name: the
-    /// engine's own and those of `vars`. (Not the op recorder's: model
-    /// builds never trace, so no model takes it.)
-    pub(crate) fn each_lock(
-        &self,
-        vars: &[Var<P>],
-        mut f: impl FnMut(EngineLock, &dyn ForkWatched),
-    ) {
-        f(EngineLock::Control, self.control.watched());
-        for lane in Lane::ALL {
-            f(EngineLock::Lane(lane), self.lane(lane));
-            for (n, slot) in self.ready(lane).watched().enumerate() {
-                f(EngineLock::Slot(lane, n), slot);
-            }
-        }
-        for (n, shard) in self.live.watched().enumerate() {
-            f(EngineLock::LiveShard(n), shard);
-        }
-        f(EngineLock::AllWaiters, self.waiters.watched());
-        for v in vars {
-            f(EngineLock::Var(v.state.id), &v.state.inner);
+/// Every production engine lock a fork copies, with its name: the
+/// engine's own and those of `vars`. (Not the op recorder's: model
+/// builds never trace, so no model takes it.)
+pub(crate) fn each_lock<P: Payload>(
+    shared: &Shared<P>,
+    vars: &[Var<P>],
+    mut f: impl FnMut(EngineLock, &dyn ForkWatched),
+) {
+    f(EngineLock::Lifecycle, shared.lifecycle().watched());
+    for lane in Lane::ALL {
+        f(EngineLock::Lane(lane), shared.lane(lane));
+        for (n, queue) in shared.ready(lane).watched().enumerate() {
+            f(EngineLock::ReadyQueue(lane, n), queue);
         }
     }
+    for (n, shard) in shared.live().watched().enumerate() {
+        f(EngineLock::LiveShard(n), shard);
+    }
+    f(EngineLock::AllWaiters, shared.waiters().watched());
+    for v in vars {
+        f(EngineLock::Var(v.id()), v.state().watched());
+    }
+}
 
-    /// What a fork would copy now: the locks held and the completions in
-    /// progress. Takes no lock.
-    pub(crate) fn fork_point(&self, vars: &[Var<P>]) -> ForkPoint {
-        let mut held = Vec::new();
-        self.each_lock(vars, |name, lock| {
-            if lock.held_at_fork() {
-                held.push(name);
-            }
-        });
-        ForkPoint {
-            held,
-            completing: self.completing.inside(),
+/// What a fork would copy now: the locks held and the completions in
+/// progress. Takes no lock.
+pub(crate) fn fork_point<P: Payload>(shared: &Shared<P>, vars: &[Var<P>]) -> ForkPoint {
+    let mut held = Vec::new();
+    each_lock(shared, vars, |name, lock| {
+        if lock.held_at_fork() {
+            held.push(name);
         }
+    });
+    ForkPoint {
+        held,
+        completing: shared.completing().inside(),
     }
 }

@@ -11,7 +11,7 @@
 
 use super::fork_point::ForkPoint;
 use super::Payload;
-use super::{Config, Engine};
+use super::{Config, CoreEngine};
 use crate::domain::ForkDomain;
 use crate::error::{Error, OpError, Result};
 use crate::host::HostBridge;
@@ -20,7 +20,7 @@ use crate::op::{Action, OpCell, OpStatus, VarList};
 use crate::op_info::{Lane, OpInfo};
 use crate::op_name::OpName;
 use crate::spec::Var;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 use crate::var::{Use, VarState};
 use std::collections::HashMap;
 
@@ -53,8 +53,8 @@ struct OpCopy<P> {
     action: Action,
     missing: u32,
     status: OpStatus,
-    /// The ready-queue slot a running op was taken from.
-    slot: usize,
+    /// The ready queue a running op was taken from.
+    queue: usize,
     /// Whether its pusher runs it inline.
     inline: bool,
     payload: Option<P>,
@@ -73,14 +73,14 @@ struct VarCopy {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct LaneCopy {
-    slots: Vec<SlotCopy>,
+    queues: Vec<QueueCopy>,
     workers: usize,
     stopped: bool,
     in_bridge: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SlotCopy {
+struct QueueCopy {
     ready: Vec<u64>,
     running: usize,
     inline: usize,
@@ -88,7 +88,7 @@ struct SlotCopy {
     stopped: bool,
 }
 
-impl<P: Payload + Clone> Engine<P> {
+impl<P: Payload + Clone> CoreEngine<P> {
     /// Copies the engine at the fork point: call between
     /// [`ForkDomain::prepare`] and [`ForkDomain::parent`] on the forking
     /// thread. `vars` are the vars the child model will use (an engine keeps
@@ -113,30 +113,30 @@ impl<P: Payload + Clone> Engine<P> {
         Ok(snap)
     }
 
-    /// [`Engine::fork_snapshot`] without the fork-point check: the copy
+    /// [`CoreEngine::fork_snapshot`] without the fork-point check: the copy
     /// records what the fork point held, and a child built from it inherits
     /// those locks held. For the models that show the child layer catches
     /// an unclean fork point on its own.
     pub fn fork_snapshot_as_is(&self, vars: &[Var<P>]) -> Result<ForkSnapshot<P>> {
         let s = &self.shared;
-        if s.gate.try_enter().is_some() {
+        if s.gate().try_enter().is_some() {
             return Err(Error::InvalidConfig("fork_snapshot outside a fork window"));
         }
         // First, before this thread takes any lock: the fork instant.
-        let at_fork = s.fork_point(vars);
+        let at_fork = super::fork_point::fork_point(s, vars);
         let ops: Vec<OpCopy<P>> = s
-            .live
+            .live()
             .all()
             .iter()
             .map(|op| OpCopy {
                 info: op.info(),
-                reads: op.vars().filter(|(_, w)| !w).map(|(v, _)| v.id).collect(),
-                writes: op.vars().filter(|(_, w)| *w).map(|(v, _)| v.id).collect(),
+                reads: op.vars().filter(|(_, w)| !w).map(|(v, _)| v.id()).collect(),
+                writes: op.vars().filter(|(_, w)| *w).map(|(v, _)| v.id()).collect(),
                 run_on_error: op.run_on_error,
                 action: op.action,
-                missing: op.missing.load(Ordering::Acquire),
+                missing: op.missing(),
                 status: op.status(),
-                slot: op.slot(),
+                queue: op.queue(),
                 inline: op.runs_inline(),
                 // SAFETY: the fork gate is closed (checked above), so no
                 // thread takes a payload meanwhile.
@@ -144,61 +144,65 @@ impl<P: Payload + Clone> Engine<P> {
             })
             .collect();
         let copy_uses = |uses: &mut dyn Iterator<Item = &Use<OpCell<P>>>| -> Vec<(u64, bool)> {
-            uses.map(|u| (u.op.id, u.write)).collect()
+            uses.map(|u| (u.op().id(), u.is_write())).collect()
         };
         let mut var_copies = Vec::new();
         for v in vars {
             s.check_var(v)?;
-            let inner = v.state.inner.lock();
+            let inner = v.state().lock();
+            let (holders, queue, deleted, freed) = inner.parts();
             var_copies.push(VarCopy {
-                id: v.state.id,
-                holders: copy_uses(&mut inner.holders.iter()),
-                queue: copy_uses(&mut inner.queue.iter()),
-                version: inner.version,
-                poison: inner.poison.clone(),
-                deleted: inner.deleted,
-                freed: inner.freed,
+                id: v.id(),
+                holders: copy_uses(&mut holders.iter()),
+                queue: copy_uses(&mut queue.iter()),
+                version: inner.version(),
+                poison: inner.poison().cloned(),
+                deleted,
+                freed,
             });
         }
         let lanes = Lane::ALL
             .iter()
             .map(|&lane| {
                 let ls = s.lane(lane).lock();
-                let slots = s
+                let queues = s
                     .ready(lane)
                     .iter()
-                    .map(|slot| {
-                        let slot = slot.lock();
-                        SlotCopy {
-                            ready: slot.ids(),
-                            running: slot.running,
-                            inline: slot.inline,
-                            paused: slot.paused,
-                            stopped: slot.stopped,
+                    .map(|queue| {
+                        let (ready, running, inline, paused, stopped) = queue.lock().copy();
+                        QueueCopy {
+                            ready,
+                            running,
+                            inline,
+                            paused,
+                            stopped,
                         }
                     })
                     .collect();
+                let (workers, stopped, in_bridge) = ls.copy();
                 LaneCopy {
-                    slots,
-                    workers: ls.pool.workers(),
-                    stopped: ls.stopped,
-                    in_bridge: ls.in_bridge,
+                    queues,
+                    workers,
+                    stopped,
+                    in_bridge,
                 }
             })
             .collect();
-        let ctl = s.control.lock();
+        let ctl = s.lifecycle().lock();
+        let (quiesces, errors) = ctl.copy();
+        let (next_op, next_var) = s.ids().copy();
         Ok(ForkSnapshot {
-            epoch: s.epoch.get(),
+            epoch: s.epoch().get(),
             state: ctl.state(),
-            quiesces: ctl.quiesces,
-            errors: ctl.errors.clone(),
-            carried: s.carried.load(Ordering::Acquire),
-            next_op: s.next_op.load(Ordering::Acquire),
-            next_var: s.next_var.load(Ordering::Acquire),
+            quiesces,
+            errors,
+            carried: s.carried().word(),
+            next_op,
+            next_var,
             ops,
             vars: var_copies,
             lanes,
-            gate_count: s.gate.counted(),
+            gate_count: s.gate().counted(),
             at_fork,
         })
     }
@@ -206,31 +210,28 @@ impl<P: Payload + Clone> Engine<P> {
     /// The child world: an engine rebuilt from `snap` with fresh primitives,
     /// in `domain`, whose epoch must be past the snapshot's (a fresh domain
     /// from [`ForkDomain::with_epoch`]). Returns the engine and the vars, in
-    /// the order given to [`Engine::fork_snapshot`]. The engine settles at
+    /// the order given to [`CoreEngine::fork_snapshot`]. The engine settles at
     /// its first call, as a real child's does.
     pub fn from_fork_snapshot(
         domain: &'static ForkDomain,
         config: Config,
         bridge: Box<dyn HostBridge>,
         snap: &ForkSnapshot<P>,
-    ) -> Result<(Engine<P>, Vec<Var<P>>)> {
-        let engine = Engine::with_bridge(domain, config, bridge)?;
+    ) -> Result<(CoreEngine<P>, Vec<Var<P>>)> {
+        let engine = CoreEngine::with_bridge(domain, config, bridge)?;
         let s = &engine.shared;
-        s.gate.inherit(snap.gate_count);
+        s.gate().inherit(snap.gate_count);
         let key = s.key();
         let vars: Vec<Var<P>> = snap
             .vars
             .iter()
-            .map(|v| Var {
-                engine: key,
-                state: Arc::new(VarState::new(v.id)),
-            })
+            .map(|v| Var::new(Arc::new(VarState::new(v.id, key))))
             .collect();
-        let by_id: HashMap<u64, Var<P>> = vars.iter().map(|v| (v.state.id, v.clone())).collect();
+        let by_id: HashMap<u64, Var<P>> = vars.iter().map(|v| (v.id(), v.clone())).collect();
         let find = |id: &u64| {
             by_id
                 .get(id)
-                .map(|v| v.state.clone())
+                .map(|v| v.state().clone())
                 .ok_or(Error::ForeignVar)
         };
         let mut ops: HashMap<u64, Arc<OpCell<P>>> = HashMap::new();
@@ -243,82 +244,70 @@ impl<P: Payload + Clone> Engine<P> {
                 o.info.priority,
                 o.action,
                 o.run_on_error,
-                VarList::new(
-                    o.reads
-                        .iter()
-                        .map(find)
-                        .collect::<Result<Vec<_>>>()?
-                        .into_iter(),
-                    o.writes
-                        .iter()
-                        .map(find)
-                        .collect::<Result<Vec<_>>>()?
-                        .into_iter(),
-                ),
+                o.reads
+                    .iter()
+                    .map(|id| find(id).map(|v| (v, false)))
+                    .chain(o.writes.iter().map(|id| find(id).map(|v| (v, true))))
+                    .collect::<Result<VarList<P>>>()?,
                 o.missing,
                 o.payload.clone(),
             ));
             match o.status {
                 OpStatus::Queued => {}
                 OpStatus::Running => {
-                    op.try_start(o.slot, o.inline);
+                    op.try_start(o.queue, o.inline);
                 }
                 OpStatus::Done => {
                     op.try_finish();
                 }
             }
-            s.live.insert(op.clone());
+            s.live().insert(op.clone());
             ops.insert(o.info.id, op);
         }
         let rebuild = |uses: &[(u64, bool)]| -> Result<Vec<Use<OpCell<P>>>> {
             uses.iter()
                 .map(|(id, write)| {
                     let op = ops.get(id).cloned().ok_or(Error::ForeignVar)?;
-                    Ok(Use { op, write: *write })
+                    Ok(Use::new(op, *write))
                 })
                 .collect()
         };
         for (v, c) in vars.iter().zip(&snap.vars) {
-            let mut inner = v.state.inner.lock();
-            inner.holders = rebuild(&c.holders)?;
-            inner.queue = rebuild(&c.queue)?.into();
-            inner.version = c.version;
-            inner.poison = c.poison.clone();
-            inner.deleted = c.deleted;
-            inner.freed = c.freed;
+            let holders = rebuild(&c.holders)?;
+            let queue = rebuild(&c.queue)?.into();
+            v.state().lock().restore(
+                holders,
+                queue,
+                c.version,
+                c.poison.clone(),
+                (c.deleted, c.freed),
+            );
         }
         for (lane, c) in Lane::ALL.iter().zip(&snap.lanes) {
             let mut ls = s.lane(*lane).lock();
             // The child's engine has the parent's configuration, so the
-            // same number of slots.
-            for (slot, sc) in s.ready(*lane).iter().zip(&c.slots) {
-                let mut slot = slot.lock();
+            // same number of queues.
+            for (queue, sc) in s.ready(*lane).iter().zip(&c.queues) {
+                let mut queue = queue.lock();
                 for id in &sc.ready {
-                    slot.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
+                    queue.push(ops.get(id).cloned().ok_or(Error::ForeignVar)?);
                 }
-                slot.running = sc.running;
-                slot.inline = sc.inline;
-                slot.paused = sc.paused;
-                slot.stopped = sc.stopped;
+                queue.restore(sc.running, sc.inline, sc.paused, sc.stopped);
             }
-            ls.pool.set_workers(c.workers);
-            ls.stopped = c.stopped;
-            ls.in_bridge = c.in_bridge;
+            ls.restore(c.workers, c.stopped, c.in_bridge);
         }
         {
-            let mut ctl = s.control.lock();
-            s.control.restore(&mut ctl, snap.state);
-            ctl.quiesces = snap.quiesces;
-            ctl.errors = snap.errors.clone();
+            let mut ctl = s.lifecycle().lock();
+            s.lifecycle().restore(&mut ctl, snap.state);
+            ctl.restore_holds(snap.quiesces, snap.errors.clone());
         }
-        s.carried.store(snap.carried, Ordering::Release);
-        s.next_op.store(snap.next_op, Ordering::Release);
-        s.next_var.store(snap.next_var, Ordering::Release);
-        s.epoch.set(snap.epoch);
+        s.carried().restore(snap.carried);
+        s.ids().restore(snap.next_op, snap.next_var);
+        s.epoch().set(snap.epoch);
         // As at the fork point: the gate is closed until the child settles,
         // and a lock held there is held by a thread the child does not have.
-        s.gate.close();
-        s.each_lock(&vars, |name, lock| {
+        s.gate().close();
+        super::fork_point::each_lock(s, &vars, |name, lock| {
             if snap.at_fork.held.contains(&name) {
                 lock.inherit_held();
             }
@@ -327,25 +316,25 @@ impl<P: Payload + Clone> Engine<P> {
     }
 }
 
-impl<P: Payload> Engine<P> {
+impl<P: Payload> CoreEngine<P> {
     /// Model builds: whether the engine's fork gate is closed (a model
     /// checks it at its fork point: closed from prepare to parent, I5, I6).
     pub fn fork_gate_closed(&self) -> bool {
-        self.shared.gate.is_closed()
+        self.shared.gate().is_closed()
     }
 
     /// Model builds: threads registered in `var`'s `wait_for_var` waiters
     /// (a model orders a push after a waiter has taken its target with it).
     pub fn var_waiters(&self, var: &Var<P>) -> usize {
         let _section = self.shared.enter();
-        let n = var.state.inner.lock().waiters.len();
+        let n = var.state().lock().waiters();
         n
     }
 }
 
 impl<P> ForkSnapshot<P> {
     /// What the fork point held (clean unless taken with
-    /// [`Engine::fork_snapshot_as_is`]).
+    /// [`CoreEngine::fork_snapshot_as_is`]).
     pub fn fork_point(&self) -> &ForkPoint {
         &self.at_fork
     }

@@ -136,7 +136,7 @@ impl<P: Payload> Search<'_, P> {
                 .live
                 .all()
                 .into_iter()
-                .filter(|o| o.id < *limit && o.id != waiter)
+                .filter(|o| o.id() < *limit && o.id() != waiter)
                 .collect(),
         }
     }
@@ -146,20 +146,20 @@ impl<P: Payload> Search<'_, P> {
     fn reaches_caller(&mut self, root: &Arc<OpCell<P>>) -> bool {
         let mut stack = vec![root.clone()];
         while let Some(op) = stack.pop() {
-            if op.id == self.caller {
+            if op.id() == self.caller {
                 return true;
             }
-            if op.id < self.floor || op.is(OpStatus::Done) || !self.seen.insert(op.id) {
+            if op.id() < self.floor || op.is(OpStatus::Done) || !self.seen.insert(op.id()) {
                 continue;
             }
             if op.is(OpStatus::Running) {
-                if let Some(w) = self.waits.iter().find(|w| w.op == op.id) {
+                if let Some(w) = self.waits.iter().find(|w| w.op == op.id()) {
                     stack.extend(self.covered(w.op, &w.target));
                 }
                 continue;
             }
             for (var, _) in op.vars() {
-                let v = var.inner.lock();
+                let v = var.lock();
                 stack.extend(v.ahead_of(&op));
             }
         }

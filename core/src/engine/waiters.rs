@@ -3,7 +3,7 @@
 //! model builds, threads in a timed wait (woken when the model fires a
 //! deadline). Waiters of one var live in that var's state (`var.rs`);
 //! waiters of a lane's running ops (quiesce drains) in its ready-queue
-//! slots (`ready/slot.rs`).
+//! queues (`ready/queue.rs`).
 //!
 //! # State
 //!
@@ -79,7 +79,7 @@ impl Waiters {
             .iter_mut()
             .find(|w| w.thread.id() == thread.id())
         {
-            w.blocker = op.id;
+            w.blocker = op.id();
         }
         // Pairs with the completion's fence in `wake_gone`.
         fence(Ordering::SeqCst);

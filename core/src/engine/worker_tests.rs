@@ -1,11 +1,11 @@
 //! Worker start failures and the pool's thread reuse. The lane's pool is
-//! not public, so these are unit tests. The first was found by the mutation
-//! run (`-=` → `+=` and `/=` in the start path survived: no test made the
-//! OS refuse a thread).
+//! not public, so these are unit tests; the first makes the OS refuse a
+//! thread, which no other test does (it kills the start path's `-=`
+//! mutants).
 
 use super::token::CompletionToken;
 use super::Payload;
-use super::{Config, Engine};
+use super::{Config, CoreEngine};
 use crate::error::{BodyError, Error, OpErrorKind};
 use crate::op_info::Lane;
 use crate::spec::OpSpec;
@@ -32,12 +32,12 @@ fn domain() -> &'static ForkDomain {
 /// Runs `f`, which reads or changes `e`'s state directly, inside a
 /// fork-gate section, as engine code does (debug builds check that every
 /// engine lock is taken in one).
-fn in_section<P: Payload, R>(e: &Engine<P>, f: impl FnOnce() -> R) -> R {
+fn in_section<P: Payload, R>(e: &CoreEngine<P>, f: impl FnOnce() -> R) -> R {
     let _section = e.shared.enter().expect("no fork is in progress");
     f()
 }
 
-/// `Engine::new` starts the lanes' workers, so a size the OS refuses is
+/// `CoreEngine::new` starts the lanes' workers, so a size the OS refuses is
 /// an error there, and the half-built engine leaves its domain.
 #[test]
 fn a_stack_the_os_refuses_fails_engine_new() {
@@ -46,7 +46,7 @@ fn a_stack_the_os_refuses_fails_engine_new() {
         worker_stack_size: Some(NO_SUCH_STACK),
         ..Config::default()
     };
-    match Engine::<Noop>::new(d, config) {
+    match CoreEngine::<Noop>::new(d, config) {
         Err(Error::Spawn(_)) => {}
         other => panic!("{other:?}"),
     }
@@ -66,7 +66,7 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
         worker_stack_size: Some(NO_SUCH_STACK),
         ..Config::default()
     };
-    let e: Engine<Noop> = unstarted(config);
+    let e: CoreEngine<Noop> = unstarted(config);
     let v = e.new_var().unwrap();
     for pushed in 1..=3 {
         e.push(OpSpec::new(Noop).writes(std::slice::from_ref(&v)))
@@ -74,7 +74,7 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
         let (workers, spawned, empty) = in_section(&e, || {
             let lane = e.shared.lane(Lane::Compute).lock();
             let empty = e.shared.ready(Lane::Compute).is_empty();
-            (lane.pool.workers(), lane.pool.spawned(), empty)
+            (lane.pool().workers(), lane.pool().spawned(), empty)
         });
         assert_eq!(workers, 0, "after push {pushed}");
         assert_eq!(spawned, pushed, "start attempts after push {pushed}");
@@ -102,8 +102,8 @@ fn ops_no_worker_can_run_fail_with_worker_start() {
 }
 
 /// An engine built without starting its workers (model builds' way).
-fn unstarted<P: Payload>(config: Config) -> Engine<P> {
-    Engine::<P>::unstarted(domain(), config).unwrap()
+fn unstarted<P: Payload>(config: Config) -> CoreEngine<P> {
+    CoreEngine::<P>::unstarted(domain(), config).unwrap()
 }
 
 /// A payload running its closure (with the token of an async op), and
@@ -163,9 +163,9 @@ fn eventually(done: impl Fn() -> bool) -> bool {
 /// (reads `u`, writes `v`), W (completes H's token, then waits inside the
 /// op for `v`): W holds the lane's only worker when B becomes ready, so B
 /// runs only on a stand-in. Returns W's wait result.
-fn stand_in_round(e: &Arc<Engine<Job>>, u: &Var<Job>, v: &Var<Job>) -> crate::Result<()> {
-    let slot: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::new(Mutex::new(None));
-    let held = slot.clone();
+fn stand_in_round(e: &Arc<CoreEngine<Job>>, u: &Var<Job>, v: &Var<Job>) -> crate::Result<()> {
+    let queue: Arc<Mutex<Option<CompletionToken<Job>>>> = Arc::new(Mutex::new(None));
+    let held = queue.clone();
     e.push(
         OpSpec::new(Job::new(move |t| {
             *held.lock() = t;
@@ -184,7 +184,7 @@ fn stand_in_round(e: &Arc<Engine<Job>>, u: &Var<Job>, v: &Var<Job>) -> crate::Re
     e.push(OpSpec::new(Job::new(move |_| {
         let mut round = 0;
         let token = loop {
-            if let Some(t) = slot.lock().take() {
+            if let Some(t) = queue.lock().take() {
                 break t;
             }
             crate::sync::pause_briefly(round);
@@ -210,16 +210,20 @@ fn a_retired_stand_in_is_recalled_for_the_next_wait() {
         max_stand_ins: 1,
         ..Config::default()
     };
-    let e = Arc::new(Engine::<Job>::new(domain(), config).unwrap());
+    let e = Arc::new(CoreEngine::<Job>::new(domain(), config).unwrap());
     let (u, v) = (e.new_var().unwrap(), e.new_var().unwrap());
     assert_eq!(stand_in_round(&e, &u, &v), Ok(()));
     let compute = || {
         in_section(&e, || {
             let ls = e.shared.lane(Lane::Compute).lock();
-            (ls.pool.workers(), ls.pool.threads(), ls.pool.spawned())
+            (
+                ls.pool().workers(),
+                ls.pool().threads(),
+                ls.pool().spawned(),
+            )
         })
     };
-    let idle = || in_section(&e, || e.shared.lane(Lane::Compute).lock().pool.idle_len());
+    let idle = || in_section(&e, || e.shared.lane(Lane::Compute).lock().pool().idle_len());
     assert!(
         eventually(|| compute() == (1, 2, 2)),
         "no spare after the first wait: {:?}",
@@ -245,14 +249,13 @@ fn a_retired_stand_in_is_recalled_for_the_next_wait() {
 /// leaked.
 #[test]
 fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
-    use super::Shared;
     // A started lane (one free worker), its dispatch paused, one op queued.
-    let e = Engine::<Job>::new(domain(), Config::default()).unwrap();
+    let e = CoreEngine::<Job>::new(domain(), Config::default()).unwrap();
     let q = e.quiesce(BOUND).unwrap();
     e.push(OpSpec::new(Job::new(|_| Ok(())))).unwrap();
     // Unpaused by hand, so only the free worker keeps the op queued.
     in_section(&e, || e.shared.ready(Lane::Compute).set_paused(false));
-    assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
+    assert!(super::spawn::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
         in_section(&e, || e.shared.ready(Lane::Compute).len()),
         1,
@@ -263,13 +266,13 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     e.wait_all_timeout(BOUND).unwrap();
 
     // A lane with no worker at all, paused: the op stays queued.
-    let e: Engine<Job> = unstarted(Config::default());
+    let e: CoreEngine<Job> = unstarted(Config::default());
     let q = e.quiesce(BOUND).unwrap();
     let dropped = Arc::new(AtomicBool::new(false));
     let mut job = Job::new(|_| Ok(()));
     job.dropped = Some(dropped.clone());
     e.push(OpSpec::new(job)).unwrap();
-    assert!(Shared::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
+    assert!(super::spawn::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
     assert_eq!(
         in_section(&e, || e.shared.ready(Lane::Compute).len()),
         1,
@@ -277,7 +280,7 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     );
     // Not paused: it fails, and its payload is dropped.
     in_section(&e, || e.shared.ready(Lane::Compute).set_paused(false));
-    let _ = Shared::fail_unrunnable(&e.shared, Lane::Compute, "test");
+    let _ = super::spawn::fail_unrunnable(&e.shared, Lane::Compute, "test");
     assert_eq!(in_section(&e, || e.shared.ready(Lane::Compute).len()), 0);
     assert!(
         dropped.load(Ordering::SeqCst),

@@ -1,6 +1,13 @@
 //! Priority bands: one queue's ready ops, highest band first, FIFO within a
 //! band, with a bound on how long a low band waits. Priority picks among
 //! ready ops only, so it never reorders two ops of one var (I1).
+//!
+//! # State
+//!
+//! Under the owning queue's lock. `streak` counts the dispatches from a
+//! higher band since a lower band last got one while it waited: it rises
+//! with each such dispatch and falls to zero when the lowest waiting band
+//! is served (at [`STARVATION_LIMIT`]) or no lower band waits.
 
 use crate::op::OpCell;
 use crate::sync::Arc;
@@ -55,7 +62,7 @@ impl<P> Bands<P> {
     /// Ids of the queued ops, band by band.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn ids(&self) -> Vec<u64> {
-        self.bands.iter().flatten().map(|op| op.id).collect()
+        self.bands.iter().flatten().map(|op| op.id()).collect()
     }
 
     /// Removes and returns every queued op (shutdown, fork child).

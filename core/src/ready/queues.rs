@@ -1,16 +1,29 @@
-//! A lane's ready queues: one [`Slot`] per configured worker, each on its
+//! A lane's ready queues: one [`ReadyQueue`] per configured worker, each on its
 //! own cache line under its own lock, and the lane's *wanted* word, which
 //! says whether a new ready op needs the lane lock at all (an idle worker
 //! to wake, or a worker to start). The hand-off protocol and why no wake-up
 //! is lost are in `README.md` beside this file.
+//!
+//! # State
+//!
+//! The queues themselves are fixed at construction (one per configured
+//! worker); each queue's state is `queue.rs`'s. What moves here is the
+//! *wanted* word, which the lane's pool writes under the lane lock (idle
+//! workers, plus one while the lane is short of workers, `pool.rs`) and
+//! every dispatch reads after it queued: a dispatch that reads zero takes
+//! no lane lock (`README.md`, "No lost wake-up"). Operations on all queues
+//! ([`ReadyQueues::set_paused`], [`ReadyQueues::stop`],
+//! [`ReadyQueues::reset_in_child`]) take each queue's lock in turn, under
+//! the lane lock, so the queues move together as seen by anyone who takes
+//! the lane lock.
 
-use super::slot::{Slot, Take};
+use super::queue::{ReadyQueue, Take};
 use crate::op::OpCell;
 use crate::sync::{Arc, AtomicUsize, CachePadded, LockRank, Mutex, Ordering, Thread};
 
 /// The ready queues of one lane.
 pub(crate) struct ReadyQueues<P> {
-    slots: Box<[CachePadded<Mutex<Slot<P>>>]>,
+    queues: Box<[CachePadded<Mutex<ReadyQueue<P>>>]>,
     /// Written by the lane's pool under the lane lock (idle workers plus
     /// one if the lane is short of workers); read by every dispatch after
     /// it queued, so that a dispatch with nobody to wake takes no lane
@@ -20,50 +33,50 @@ pub(crate) struct ReadyQueues<P> {
 }
 
 impl<P> ReadyQueues<P> {
-    /// `slots` queues (at least one), reading the pool's `wanted` word.
-    pub(crate) fn new(slots: usize, wanted: Arc<CachePadded<AtomicUsize>>) -> Self {
+    /// `queues` queues (at least one), reading the pool's `wanted` word.
+    pub(crate) fn new(queues: usize, wanted: Arc<CachePadded<AtomicUsize>>) -> Self {
         ReadyQueues {
-            slots: (0..slots.max(1))
-                .map(|_| CachePadded::new(Mutex::ranked(Slot::new(), LockRank::Slot)))
+            queues: (0..queues.max(1))
+                .map(|_| CachePadded::new(Mutex::ranked(ReadyQueue::new(), LockRank::ReadyQueue)))
                 .collect(),
             wanted,
         }
     }
 
-    pub(crate) fn slot(&self, index: usize) -> &Mutex<Slot<P>> {
-        &self.slots[index]
+    pub(crate) fn queue(&self, index: usize) -> &Mutex<ReadyQueue<P>> {
+        &self.queues[index]
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Mutex<Slot<P>>> {
-        self.slots.iter().map(|s| &**s)
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Mutex<ReadyQueue<P>>> {
+        self.queues.iter().map(|s| &**s)
     }
 
-    /// The home slot of worker `index` (workers are numbered from 1; a
+    /// The home queue of worker `index` (workers are numbered from 1; a
     /// stand-in shares the home of a configured worker).
     pub(crate) fn home(&self, worker: usize) -> usize {
-        worker.saturating_sub(1) % self.slots.len()
+        worker.saturating_sub(1) % self.queues.len()
     }
 
-    /// The slot a pushed op is queued on: spread by id, so consecutive
-    /// pushes go to different workers' slots.
-    pub(crate) fn slot_for(&self, id: u64) -> usize {
-        (id % self.slots.len() as u64) as usize
+    /// The queue a pushed op is queued on: spread by id, so consecutive
+    /// pushes go to different workers' queues.
+    pub(crate) fn queue_for(&self, id: u64) -> usize {
+        (id % self.queues.len() as u64) as usize
     }
 
     /// Whether a dispatch that just queued an op must take the lane lock:
-    /// a worker is parked idle or one is missing. Read after the slot's
+    /// a worker is parked idle or one is missing. Read after the queue's
     /// lock was released (see `README.md`, "No lost wake-up").
     pub(crate) fn wants_worker(&self) -> bool {
         self.wanted.load(Ordering::Acquire) > 0
     }
 
-    /// An op for a worker whose home is `home`: from its home slot first,
+    /// An op for a worker whose home is `home`: from its home queue first,
     /// then from the others in turn (stealing).
     pub(crate) fn take(&self, home: usize) -> Take<P> {
-        let n = self.slots.len();
+        let n = self.queues.len();
         for k in 0..n {
             let index = (home + k) % n;
-            match self.slots[index].lock().take(index) {
+            match self.queues[index].lock().take(index) {
                 Take::Empty => continue,
                 found => return found,
             }
@@ -71,14 +84,14 @@ impl<P> ReadyQueues<P> {
         Take::Empty
     }
 
-    /// A worker hands its completed op records to its home slot, for a
-    /// pusher to free; inside a section. What the slot does not keep stays
+    /// A worker hands its completed op records to its home queue, for a
+    /// pusher to free; inside a section. What the queue does not keep stays
     /// in `ops`, for the worker to free once it has left the section.
     pub(crate) fn retire(&self, home: usize, ops: &mut Vec<Arc<OpCell<P>>>) {
-        self.slot(home).lock().retire(ops);
+        self.queue(home).lock().retire(ops);
     }
 
-    /// Ops queued on every slot.
+    /// Ops queued on every queue.
     pub(crate) fn len(&self) -> usize {
         self.iter().map(|s| s.lock().len()).sum()
     }
@@ -87,40 +100,35 @@ impl<P> ReadyQueues<P> {
         self.iter().all(|s| s.lock().is_empty())
     }
 
-    /// Ops taken by the lane's workers and not complete: every slot's
+    /// Ops taken by the lane's workers and not complete: every queue's
     /// `running` without the ops their pushers run inline.
     pub(crate) fn running_on_workers(&self) -> usize {
-        self.iter()
-            .map(|s| {
-                let s = s.lock();
-                s.running - s.inline
-            })
-            .sum()
+        self.iter().map(|s| s.lock().running_on_workers()).sum()
     }
 
-    /// Pauses or resumes every slot (a quiesce; under the lane lock).
+    /// Pauses or resumes every queue (a quiesce; under the lane lock).
     pub(crate) fn set_paused(&self, paused: bool) {
-        let slots = if control!(PauseFirstSlotOnly) && paused {
+        let queues = if control!(PauseFirstQueueOnly) && paused {
             1
         } else {
-            self.slots.len()
+            self.queues.len()
         };
-        for s in self.iter().take(slots) {
-            s.lock().paused = paused;
+        for s in self.iter().take(queues) {
+            s.lock().set_paused(paused);
         }
     }
 
-    /// Stops every slot (shutdown; under the lane lock).
+    /// Stops every queue (shutdown; under the lane lock).
     pub(crate) fn stop(&self) {
         for s in self.iter() {
-            s.lock().stopped = true;
+            s.lock().stop();
         }
     }
 
-    /// Whether the slots are held (a quiesce or a stop); all slots move
+    /// Whether the queues are held (a quiesce or a stop); all queues move
     /// together under the lane lock, so the first one says.
     pub(crate) fn held(&self) -> bool {
-        self.slots[0].lock().held()
+        self.queues[0].lock().held()
     }
 
     /// Removes and returns every queued op (shutdown, fork child, a lane
@@ -129,42 +137,27 @@ impl<P> ReadyQueues<P> {
         self.iter().flat_map(|s| s.lock().drain()).collect()
     }
 
-    /// The fork child: every slot emptied and unheld (stopped if the lane
-    /// is), nothing running but the carried op, counted in its slot
-    /// (`carried`: the slot, and whether the forking thread runs it inline).
+    /// The fork child: every queue emptied and unheld (stopped if the lane
+    /// is), nothing running but the carried op, counted in its queue
+    /// (`carried`: the queue, and whether the forking thread runs it inline).
     pub(crate) fn reset_in_child(&self, carried: Option<(usize, bool)>, stopped: bool) {
         for (i, s) in self.iter().enumerate() {
-            let mut s = s.lock();
-            drop(s.drain());
-            s.leak_retired();
-            let here = carried.filter(|c| c.0 == i);
-            s.running = usize::from(here.is_some());
-            s.inline = usize::from(here.is_some_and(|c| c.1));
-            s.paused = false;
-            s.stopped = stopped;
-            s.drain_waiters.clear();
+            let here = carried.filter(|c| c.0 == i).map(|c| c.1);
+            s.lock().reset_in_child(here, stopped);
         }
     }
 
-    /// Registers `me` on every slot with an op running, and returns how
+    /// Registers `me` on every queue with an op running, and returns how
     /// many are running: a completion after this read wakes `me` (the
     /// quiesce's drain wait).
     pub(crate) fn running_or_register(&self, me: &Thread) -> usize {
-        let mut total = 0;
-        for s in self.iter() {
-            let mut s = s.lock();
-            if s.running > 0 {
-                total += s.running;
-                s.drain_waiters.push(me.clone());
-            }
-        }
-        total
+        self.iter().map(|s| s.lock().running_or_register(me)).sum()
     }
 
-    /// Model builds: the slots' locks, for the fork-point check.
+    /// Model builds: the queues' locks, for the fork-point check.
     #[cfg(any(loom, shuttle))]
     pub(crate) fn watched(&self) -> impl Iterator<Item = &dyn crate::sync::ForkWatched> {
-        self.slots
+        self.queues
             .iter()
             .map(|s| &**s as &dyn crate::sync::ForkWatched)
     }

@@ -1,7 +1,7 @@
 //! A lane's spin hint: lets a worker that found the lane empty wait a
 //! moment for a newly queued op before it registers as idle and parks, so a
 //! busy pusher hands ops over with no park or wake system call. A hint
-//! only: every decision is taken again under the slots' locks, and a hint
+//! only: every decision is taken again under the queues' locks, and a hint
 //! missed costs one spin period, never an op (`README.md`).
 //!
 //! # State
@@ -11,13 +11,13 @@
 //!
 //! | what | from | to | who | serves |
 //! |---|---|---|---|---|
-//! | `spinners` | n | n + 1 | a worker about to look at the slots a last time before spinning ([`SpinHint::start`]) | — |
+//! | `spinners` | n | n + 1 | a worker about to look at the queues a last time before spinning ([`SpinHint::start`]) | — |
 //! | `spinners` | n + 1 | n | that worker, when it stops spinning ([`Spinning`]'s drop) | — |
 //! | `queued` | g | g + 1 | a dispatch that queued an op and read `spinners > 0` ([`SpinHint::queued`]) | a spinning worker sees the op without a wake-up |
 //!
 //! Why a dispatch may skip the bump when it reads no spinner: the worker
-//! counts itself and reads `queued` *before* its look, which locks the slot
-//! a dispatch queues under. A dispatch whose slot lock comes after that
+//! counts itself and reads `queued` *before* its look, which locks the queue
+//! a dispatch queues under. A dispatch whose queue lock comes after that
 //! look therefore reads the count (lock order) and its bump comes after
 //! the worker's read; one whose lock comes before it is seen by the look.
 //! So no global word is written per op while every worker is busy: the
@@ -44,7 +44,7 @@ impl SpinHint {
         }
     }
 
-    /// After a dispatch queued an op (its slot lock released): tells a
+    /// After a dispatch queued an op (its queue lock released): tells a
     /// spinning worker, if there is one.
     #[inline]
     pub(crate) fn queued(&self) {
@@ -54,7 +54,7 @@ impl SpinHint {
     }
 
     /// Counts the calling worker as spinning; call before its last look at
-    /// the slots, and spin with [`Spinning::wait`] only after that look.
+    /// the queues, and spin with [`Spinning::wait`] only after that look.
     pub(crate) fn start(&self) -> Spinning<'_> {
         self.spinners.fetch_add(1, Ordering::Relaxed);
         Spinning {

@@ -1,6 +1,12 @@
 //! Deadlines. Production: the monotonic clock. Model builds: a tick counter
 //! that only [`Clock::advance`] moves, so a model fires a deadline as an
 //! event it controls (loom and shuttle do not model time).
+//!
+//! # State
+//!
+//! Production: none (the OS clock). Model builds: one tick counter, moved
+//! only forward and only by [`Clock::advance`], which a model calls to fire
+//! every deadline at or before the next tick.
 
 use std::time::Duration;
 
@@ -77,7 +83,7 @@ impl Clock {
     }
 
     /// Model builds: moves time one tick on. The engine wakes its timed
-    /// waiters after calling this (see `Engine::advance_clock`).
+    /// waiters after calling this (see `CoreEngine::advance_clock`).
     #[cfg(any(loom, shuttle))]
     pub fn advance(&self) {
         self.ticks.fetch_add(1, super::Ordering::SeqCst);

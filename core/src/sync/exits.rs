@@ -19,6 +19,16 @@
 //! the last step of its closure, and a count of starting workers; model
 //! builds keep nothing (their threads never really exit or take std's
 //! mutex, and a model joins them itself).
+//!
+//! # State
+//!
+//! | what | move | who | serves |
+//! |---|---|---|---|
+//! | starting count | n → n + 1 → n | a worker being spawned, counted in a section ([`Exits::starting`]); the new thread, on entering its closure | L8: prepare waits until no worker is in std's start-up path ([`Exits::wait_for_starting`]) |
+//! | handles | + (flag, handle) | the spawner, in a section ([`Exits::add`]) | shutdown can join |
+//! | a handle's flag | unset → set | its thread, as the last step of its closure, unwinding included ([`Leaving`]) | a set flag means the thread runs no engine or host code |
+//! | handles | flagged → joined | shutdown ([`Exits::take_leaving`], [`join_leaving`]) | L8: no engine thread is mid-exit when shutdown returns |
+//! | all | any → forgotten | the fork child's settle ([`Exits::forget_all`]): the parent's threads do not exist there | I5: a child never joins a thread it does not have |
 
 #[cfg(not(any(loom, shuttle)))]
 use super::{spin_step, Arc, AtomicBool, AtomicUsize, Ordering};

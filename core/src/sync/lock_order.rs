@@ -26,6 +26,13 @@
 //! [`without_section`]. The count is per thread, not per engine: a section
 //! of one engine lets its thread take another engine's locks unchecked
 //! (no engine code does; engines never call each other under a lock).
+//!
+//! # State
+//!
+//! Debug builds outside the models keep, per thread, the ranks of the
+//! locks it holds (pushed when a ranked lock is taken, removed when its
+//! guard drops) and the number of sections it has open (raised and lowered
+//! by the fork gate). Only the thread itself moves them; nothing is shared.
 
 /// Where a lock stands in the lock order: lower ranks are taken first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -33,7 +40,7 @@ pub enum LockRank {
     /// The waits inside ops (`engine/wait_graph.rs`): held while the
     /// search takes var locks and live-set shards, one at a time.
     WaitGraph = 0,
-    /// A var's state (`VarState::inner`). Several at once only in var-id
+    /// A var's state (`var.rs`). Several at once only in var-id
     /// order (push).
     Var = 1,
     /// A shard of the live-op index (taken inside a push's var locks).
@@ -41,15 +48,16 @@ pub enum LockRank {
     /// The `wait_all` waiters (taken inside a push's var locks when a
     /// shutdown refuses the push).
     AllWaiters = 3,
-    /// The engine's control state (lifecycle, errors, push waiters).
-    Control = 4,
-    /// A lane: its ready queue and worker pool (taken inside `Control` when
+    /// The engine's lifecycle cell (lifecycle, quiesce holds, errors, push
+    /// waiters; `engine/lifecycle_cell.rs`).
+    Lifecycle = 4,
+    /// A lane: its worker pool and flags (`lane.rs`; taken inside `Lifecycle` when
     /// a quiesce or shutdown pauses or resumes dispatch).
     Lane = 5,
     /// One ready queue of a lane (taken alone per op by dispatch, workers
     /// and completions; inside `Lane` when a quiesce, shutdown or fork
-    /// child moves every slot).
-    Slot = 6,
+    /// child moves every queue).
+    ReadyQueue = 6,
     /// A lock under which no other lock is taken (timed waiters, the trace
     /// recorder, the worker-handle set, the gate's waiters).
     Leaf = 7,
@@ -209,10 +217,10 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "lock order violated: a Control lock taken while a Lane lock")]
+    #[should_panic(expected = "lock order violated: a Lifecycle lock taken while a Lane lock")]
     fn a_lock_taken_out_of_order_panics() {
         without_section(|| {
-            let ctl = Mutex::ranked(0, LockRank::Control);
+            let ctl = Mutex::ranked(0, LockRank::Lifecycle);
             let lane = Mutex::ranked(0, LockRank::Lane);
             let _l = lane.lock();
             let _c = ctl.lock();
@@ -241,10 +249,10 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "an engine lock (Slot) taken outside a fork-gate section")]
+    #[should_panic(expected = "an engine lock (ReadyQueue) taken outside a fork-gate section")]
     fn an_engine_lock_outside_a_section_panics() {
-        let slot = Mutex::ranked(0, LockRank::Slot);
-        let _s = slot.lock();
+        let queue = Mutex::ranked(0, LockRank::ReadyQueue);
+        let _s = queue.lock();
     }
 
     #[test]
@@ -263,9 +271,9 @@ mod tests {
 
     #[test]
     fn a_worker_recognises_each_checks_failure() {
-        for (rank, needs_section) in [(LockRank::Slot, true), (LockRank::Lane, false)] {
+        for (rank, needs_section) in [(LockRank::ReadyQueue, true), (LockRank::Lane, false)] {
             let msg = std::panic::catch_unwind(|| {
-                let outer = Mutex::ranked(0, LockRank::Slot);
+                let outer = Mutex::ranked(0, LockRank::ReadyQueue);
                 let inner = Mutex::ranked(0, rank);
                 if needs_section {
                     drop(inner.lock());

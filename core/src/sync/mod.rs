@@ -67,6 +67,9 @@ pub use exits::{join_leaving, Exits, Leaving, Starting};
 mod take_once;
 pub(crate) use take_once::TakeOnce;
 
+mod id_cell;
+pub(crate) use id_cell::IdCell;
+
 /// True in loom and shuttle builds, where spin loops become single yields.
 pub const MODEL_BUILD: bool = cfg!(any(loom, shuttle));
 
@@ -82,8 +85,8 @@ pub use data_cell::{DataCell, DataMut, DataRef};
 mod padded;
 pub use padded::CachePadded;
 
-mod slot;
-pub use slot::{DropFlag, DropFlagGuard, Slot};
+mod handoff;
+pub use handoff::{DropFlag, DropFlagGuard, Handoff};
 
 mod fork_watch;
 #[cfg(any(loom, shuttle))]

@@ -2,6 +2,11 @@
 //! right to take it elsewhere (an op's status compare-and-swap). It needs no
 //! lock of its own: loom builds check, through loom's `UnsafeCell`, that no
 //! two threads ever touch it without an ordering between them.
+//!
+//! # State
+//!
+//! Full (the payload) → empty, once, by the thread that won the op's
+//! status move out of `Queued` (`op.rs`); never full again.
 
 #[cfg(loom)]
 use loom::cell::UnsafeCell;

@@ -50,8 +50,11 @@ pub fn push_counted(
 /// An engine with `compute` and `host` workers (panics if it cannot start).
 pub fn engine(compute: usize, host: usize) -> Engine {
     Engine::new(forksafe::Config {
-        compute_workers: compute,
-        host_workers: host,
+        core: forksafe::CoreConfig {
+            compute_workers: compute,
+            host_workers: host,
+            ..forksafe::CoreConfig::default()
+        },
         ..forksafe::Config::default()
     })
     .expect("engine")
@@ -221,8 +224,11 @@ pub fn child_starts_threads() -> Result<(), String> {
         return Err("thread returned the wrong value".into());
     }
     let e = forksafe::Engine::new(forksafe::Config {
-        compute_workers: 1,
-        host_workers: 1,
+        core: forksafe::CoreConfig {
+            compute_workers: 1,
+            host_workers: 1,
+            ..forksafe::CoreConfig::default()
+        },
         ..forksafe::Config::default()
     })
     .map_err(|e| e.to_string())?;

@@ -19,6 +19,50 @@
 
 #![allow(dead_code)]
 
+/// The negative controls of one checker as test pairs, one table row per
+/// control: `caught_*` runs the row's scenario with its mutant on through
+/// `caught` (which returns the checker's failure message) and passes only
+/// if the message names one of the expected failures; `sound_*` runs the
+/// same scenario with every mutant off through `sound` and must pass.
+/// A row: `caught_name, sound_name: Mutant, scenario, "what is expected",
+/// ["text", …];` (the sound name may be `_` when another row's twin is
+/// this scenario's). Controls whose check is not of this shape are written
+/// out beside the table.
+#[allow(unused_macros)]
+macro_rules! control_pairs {
+    (@sound _, $sound:expr, $scenario:expr) => {};
+    (@sound $sound_name:ident, $sound:expr, $scenario:expr) => {
+        #[test]
+        fn $sound_name() {
+            ($sound)($scenario as fn());
+        }
+    };
+    (
+        caught: $caught:expr, sound: $sound:expr;
+        $(
+            $(#[$attr:meta])*
+            $caught_name:ident, $sound_name:tt: $mutant:ident, $scenario:expr, $what:literal, [$($want:literal),+ $(,)?];
+        )+
+    ) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $caught_name() {
+                let msg: String = ($caught)(
+                    forksafe_core::controls::Mutant::$mutant,
+                    $scenario as fn(),
+                );
+                assert!(
+                    [$($want),+].iter().any(|w| msg.contains(w)),
+                    "expected {}, got: {msg}",
+                    $what
+                );
+            }
+            control_pairs!(@sound $sound_name, $sound, $scenario);
+        )+
+    };
+}
+
 #[cfg(loom)]
 mod with_loom;
 #[cfg(loom)]
@@ -30,7 +74,7 @@ pub use with_shuttle::*;
 
 use forksafe_core::sync::Arc as FArc;
 use forksafe_core::{
-    BodyError, CompletionToken, Config, Engine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec,
+    BodyError, CompletionToken, Config, CoreEngine, Error, ForkDomain, ForkSnapshot, Lane, OpSpec,
     Payload, State, Var,
 };
 pub use forksafe_models::{Effect, Oracle, Probe, Step};
@@ -296,7 +340,7 @@ pub fn asynchronous(step: Step, lane: Lane, mode: Mode) -> Op {
 /// One model world: engine, host lock, oracle, vars.
 pub struct World {
     /// The engine.
-    pub engine: Engine<Job>,
+    pub engine: CoreEngine<Job>,
     /// Its host bridge (a GIL).
     pub gil: FArc<GilBridge>,
     /// What the bodies did.
@@ -318,7 +362,7 @@ impl World {
     pub fn new(config: Config, nvars: usize) -> World {
         let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
         let gil = FArc::new(GilBridge::new());
-        let engine = Engine::with_bridge(domain, config, Box::new(gil.clone())).unwrap();
+        let engine = CoreEngine::with_bridge(domain, config, Box::new(gil.clone())).unwrap();
         let vars = (0..nvars).map(|_| engine.new_var().unwrap()).collect();
         World {
             engine,
@@ -340,7 +384,7 @@ impl World {
             Box::leak(Box::new(ForkDomain::with_epoch(parent_epoch + 1)));
         let gil = FArc::new(GilBridge::new());
         let (engine, vars) =
-            Engine::from_fork_snapshot(domain, config, Box::new(gil.clone()), snap).unwrap();
+            CoreEngine::from_fork_snapshot(domain, config, Box::new(gil.clone()), snap).unwrap();
         let oracle = Oracle::new(vars.len());
         enter_child_world(&oracle);
         World {
@@ -530,7 +574,7 @@ pub fn quiesce_races_shutdown() {
 /// The fork point must be clean:
 /// no engine lock held, no completion half done (docs/DESIGN.md, "The fork
 /// point"). `checked`: take the snapshot with the fork-point check
-/// ([`Engine::fork_snapshot`]); otherwise as is, for a child model that
+/// ([`CoreEngine::fork_snapshot`]); otherwise as is, for a child model that
 /// inherits whatever the fork point held. The parent goes on as before
 /// (I6). Returns the snapshot and the program's steps by op id. Threads:
 /// main + 1 compute.

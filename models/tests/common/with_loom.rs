@@ -180,7 +180,7 @@ pub fn complete_handed(slot: &Slot) {
 
 /// A clock thread: once the engine's state satisfies `when` (so the call
 /// under test has taken its deadline: every positive timeout ends at the
-/// next tick), fires one tick with `Engine::advance_clock`; gives up once
+/// next tick), fires one tick with `CoreEngine::advance_clock`; gives up once
 /// `done` is set. Spins with loom yields while it waits.
 pub fn clock_thread(
     w: Arc<World>,

@@ -18,7 +18,7 @@
 
 use forksafe_core::sync::{spin_step, Arc, Mutex};
 use forksafe_core::{
-    BodyError, CompletionToken, Config, Engine, Error, ForkDomain, Lane, OpSpec, Payload, Var,
+    BodyError, CompletionToken, Config, CoreEngine, Error, ForkDomain, Lane, OpSpec, Payload, Var,
 };
 use std::time::Duration;
 
@@ -41,13 +41,13 @@ pub enum PoolJob {
     /// waits inside the op for `var`.
     ReleaseThenWait {
         held: Slot,
-        engine: Arc<Engine<PoolJob>>,
+        engine: Arc<CoreEngine<PoolJob>>,
         var: Var<PoolJob>,
         out: Out,
     },
     /// Pushes an op from inside the op.
     PushInside {
-        engine: Arc<Engine<PoolJob>>,
+        engine: Arc<CoreEngine<PoolJob>>,
         out: Out,
     },
 }
@@ -86,7 +86,7 @@ impl Payload for PoolJob {
     }
 }
 
-fn engine(max_pending: Option<usize>, max_stand_ins: usize) -> Arc<Engine<PoolJob>> {
+fn engine(max_pending: Option<usize>, max_stand_ins: usize) -> Arc<CoreEngine<PoolJob>> {
     let domain: &'static ForkDomain = Box::leak(Box::new(ForkDomain::new()));
     let config = Config {
         compute_workers: 1,
@@ -97,7 +97,7 @@ fn engine(max_pending: Option<usize>, max_stand_ins: usize) -> Arc<Engine<PoolJo
         max_stand_ins,
         run_inline_from: None,
     };
-    Arc::new(Engine::new(domain, config).unwrap())
+    Arc::new(CoreEngine::new(domain, config).unwrap())
 }
 
 fn slot<T>() -> Arc<Mutex<Option<T>>> {

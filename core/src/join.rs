@@ -2,6 +2,14 @@
 //! [`ForkDomain::join`]: the part of `participant.rs` that names the
 //! domain (kept apart so the domain, which runs the steps, and the
 //! participant record do not import each other).
+//!
+//! # State
+//!
+//! A [`Participation`] is *joined* (its record in the domain's
+//! participants, taking part in every fork) until it *leaves*, once:
+//! [`Participation::leave`] or its drop, whichever comes first (`left`
+//! says which has run). Leaving waits for a fork in progress, so a
+//! participant never misses the parent step of a prepare it ran (P2).
 
 use crate::domain::ForkDomain;
 use crate::participant::{ForkParticipant, Inherited, Joined};

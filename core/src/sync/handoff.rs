@@ -1,6 +1,6 @@
 //! Hand-overs from an op's payload to the thread that waits for the op.
 //!
-//! [`Slot`]: a one-value hand-over from an op's body to the thread that
+//! [`Handoff`]: a one-value hand-over from an op's body to the thread that
 //! waits for the op (`forksafe::OpHandle`): the body puts, the waiter
 //! takes after the op has completed. The engine's completion orders the
 //! two (the waiter returns from its wait only after the op's completion),
@@ -10,19 +10,27 @@
 //! [`DropFlag`]: set when a payload is gone (run or dropped), for a waiter
 //! that must not return while the payload may still run its destructors
 //! (`forksafe::Scope`: a scoped op's payload borrows the caller's stack).
+//!
+//! # State
+//!
+//! | type | from | to | who |
+//! |---|---|---|---|
+//! | [`Handoff`] | empty | full | the op's body ([`Handoff::put`]) |
+//! | [`Handoff`] | full | empty | the waiter, after the op completed ([`Handoff::take`]) |
+//! | [`DropFlag`] | unset | set | the payload's guard, when it drops (run or not) |
 
 use super::{Arc, AtomicBool, Mutex, Ordering};
 
 /// Holds at most one value; put by one thread, taken by another.
 #[derive(Debug, Default)]
-pub struct Slot<T> {
+pub struct Handoff<T> {
     value: Mutex<Option<T>>,
 }
 
-impl<T> Slot<T> {
-    /// An empty slot.
+impl<T> Handoff<T> {
+    /// An empty hand-over.
     pub fn new() -> Self {
-        Slot {
+        Handoff {
             value: Mutex::new(None),
         }
     }

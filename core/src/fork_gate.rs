@@ -14,6 +14,19 @@
 //! taking an engine lock outside every section panics
 //! (`sync/lock_order.rs`): the rule above, checked on every lock rather
 //! than only where a model's fork happens to land.
+//!
+//! # State
+//!
+//! Each shard word is *open* with a count of sections (`CLOSED` bit clear)
+//! or *closed* (`CLOSED` set), with the count of the sections still open:
+//!
+//! | from | to | who | serves |
+//! |---|---|---|---|
+//! | open, n | open, n + 1 | a thread entering a section, by one compare-exchange from an open word ([`ForkGate::try_enter`]); refused on a closed word without touching the count | I5: a child never inherits a count no thread of it takes back |
+//! | open, n + 1 | open, n | the section's end ([`Section`]'s drop) | — |
+//! | open, n | closed, n | fork prepare ([`ForkGate::close`]), which then waits for n to reach 0 | I5, I6: the OS copies no half step |
+//! | closed, n + 1 | closed, n | a section ending while closed; wakes the closer | prepare is bounded by the longest section |
+//! | closed, 0 | open, 0 | fork parent, or a child's settle ([`ForkGate::open`]) | I6 |
 
 #[cfg(not(loom))]
 use crate::sync::spin_step;
