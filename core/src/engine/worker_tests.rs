@@ -253,17 +253,26 @@ fn only_a_lane_with_no_free_worker_fails_its_queued_ops() {
     let e = CoreEngine::<Job>::new(domain(), Config::default()).unwrap();
     let q = e.quiesce(BOUND).unwrap();
     e.push(OpSpec::new(Job::new(|_| Ok(())))).unwrap();
-    // Unpaused by hand, so only the free worker keeps the op queued.
+    // The worker parked idle first: unpaused by hand, a queue wakes
+    // nobody, so the op stays queued and only the free worker keeps
+    // `fail_unrunnable` from failing it. (A worker still on its way to
+    // park would take the op itself.)
+    let idle = || in_section(&e, || e.shared.lane(Lane::Compute).lock().pool().idle_len());
+    assert!(
+        eventually(|| idle() == Config::default().compute_workers),
+        "the workers never parked"
+    );
     in_section(&e, || e.shared.ready(Lane::Compute).set_paused(false));
     assert!(super::spawn::fail_unrunnable(&e.shared, Lane::Compute, "test").is_empty());
-    assert_eq!(
-        in_section(&e, || e.shared.ready(Lane::Compute).len()),
-        1,
-        "failed with a free worker"
-    );
     in_section(&e, || e.shared.ready(Lane::Compute).set_paused(true));
     drop(q);
-    e.wait_all_timeout(BOUND).unwrap();
+    // Not failed: it runs once the quiesce ends (a failed op would be
+    // reported here with `WorkerStart`).
+    assert_eq!(
+        e.wait_all_timeout(BOUND),
+        Ok(()),
+        "failed with a free worker"
+    );
 
     // A lane with no worker at all, paused: the op stays queued.
     let e: CoreEngine<Job> = unstarted(Config::default());
