@@ -73,21 +73,15 @@ fn main() {
         }
     }
     let names: Vec<&'static str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-    forksafe_testkit::harness::run(&names, |name| {
+    let (passed, failed) = forksafe_testkit::harness::run_counted(&names, |name| {
         let started = Instant::now();
         let (ok, output) = run_isolated("FORKSAFE_SCENARIO", name, SCENARIO_LIMIT);
         let secs = started.elapsed().as_secs_f64();
-        if ok {
-            passed.set(passed.get() + 1);
-            println!("fork test {name} ... ok ({secs:.1}s)");
-        } else {
-            failed.set(failed.get() + 1);
-            println!("fork test {name} ... FAILED ({secs:.1}s)");
-        }
+        let verdict = if ok { "ok" } else { "FAILED" };
+        println!("fork test {name} ... {verdict} ({secs:.1}s)");
         print!("{output}");
+        ok
     });
-    let (passed, failed) = (passed.get(), failed.get());
     println!("fork tests: {passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);

@@ -296,23 +296,21 @@ fn main() {
         ("fork_with_a_spare_parked", fork_with_a_spare_parked, 120),
     ];
     let names: Vec<&'static str> = checks.iter().map(|(n, _, _)| *n).collect();
-    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-    forksafe_testkit::harness::run(&names, |name| {
+    let (passed, failed) = forksafe_testkit::harness::run_counted(&names, |name| {
         let Some(&(_, check, limit)) = checks.iter().find(|(n, _, _)| *n == name) else {
-            return;
+            return false;
         };
         match with_watchdog(name, Duration::from_secs(limit), check) {
             Ok(msg) => {
-                passed.set(passed.get() + 1);
                 println!("pool_lifecycle: {name} ok: {msg}");
+                true
             }
             Err(msg) => {
-                failed.set(failed.get() + 1);
                 println!("pool_lifecycle: {name} FAILED: {msg}");
+                false
             }
         }
     });
-    let (passed, failed) = (passed.get(), failed.get());
     println!("pool_lifecycle: {passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);

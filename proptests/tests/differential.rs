@@ -81,8 +81,7 @@ fn main() {
             .filter(|(n, _, _)| asked.iter().any(|f| n.contains(f.as_str()))),
     );
     let names: Vec<&'static str> = listed.map(|(n, _, _)| *n).collect();
-    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-    forksafe_testkit::harness::run(&names, |name| {
+    let (passed, failed) = forksafe_testkit::harness::run_counted(&names, |name| {
         let default_cases = PROPERTIES
             .iter()
             .chain(KNOWN)
@@ -95,16 +94,11 @@ fn main() {
             limit(cases(default_cases), default_cases),
         );
         let secs = started.elapsed().as_secs_f64();
-        if ok {
-            passed.set(passed.get() + 1);
-            println!("property {name} ... ok ({secs:.1}s)");
-        } else {
-            failed.set(failed.get() + 1);
-            println!("property {name} ... FAILED ({secs:.1}s)");
-        }
+        let verdict = if ok { "ok" } else { "FAILED" };
+        println!("property {name} ... {verdict} ({secs:.1}s)");
         print!("{output}");
+        ok
     });
-    let (passed, failed) = (passed.get(), failed.get());
     println!("properties: {passed} passed, {failed} failed");
     if failed > 0 || passed == 0 {
         std::process::exit(1);

@@ -104,6 +104,18 @@ pub fn run(names: &[&'static str], case: impl Fn(&'static str)) {
     }
 }
 
+/// [`run`] for cases that report instead of panicking: `case` returns
+/// whether the case passed; returns how many passed and how many failed,
+/// for the binary's summary and exit status.
+pub fn run_counted(names: &[&'static str], case: impl Fn(&'static str) -> bool) -> (usize, usize) {
+    let (passed, failed) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    run(names, |name| {
+        let counter = if case(name) { &passed } else { &failed };
+        counter.set(counter.get() + 1);
+    });
+    (passed.get(), failed.get())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,7 +86,8 @@ impl<P: Payload> CoreEngine<P> {
 /// after a shutdown has returned (I8; the shuttle model
 /// `i8_shutdown_random` catches that variant).
 pub(crate) fn push<P: Payload>(this: &Arc<Shared<P>>, spec: OpSpec<P>, block: bool) -> Result<u64> {
-    if spec.vars.iter().any(|(v, _)| v.engine() != this.key()) {
+    let key = this.key();
+    if spec.vars.iter().any(|(v, _)| v.engine() != key) {
         return Err(Error::ForeignVar);
     }
     if spec.payload.is_none() && matches!(spec.action, Action::Sync | Action::Async) {

@@ -57,16 +57,6 @@ pub(crate) struct Completed<P> {
 }
 
 impl<P> Completed<P> {
-    /// Whether this call completed the op.
-    pub(crate) fn done(&self) -> bool {
-        self.done
-    }
-
-    /// The workers the completion planned.
-    pub(crate) fn into_spawns(self) -> Spawns {
-        self.spawns
-    }
-
     /// The newly ready op the calling worker runs next, whether this call
     /// completed the op, and the workers it planned.
     pub(crate) fn into_parts(self) -> (Option<Arc<OpCell<P>>>, bool, Spawns) {

@@ -159,8 +159,8 @@ pub(super) fn fail_unrunnable<P: Payload>(this: &Arc<Shared<P>>, lane: Lane, why
         let Ok(finished) = complete::complete(this, &op, outcome, None, Which::Unrunnable) else {
             continue;
         };
-        let done = finished.done();
-        spawns.extend(finished.into_spawns());
+        let (_, done, planned) = finished.into_parts();
+        spawns.extend(planned);
         if !done {
             continue;
         }
