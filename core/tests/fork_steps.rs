@@ -435,3 +435,48 @@ fn a_push_that_settles_the_child_runs_in_the_child() {
     assert_eq!(e.var_version(&v), Ok(2));
     e.shutdown(Duration::from_secs(5)).unwrap();
 }
+
+/// The pending bound in a fork child counts only what the child kept: the
+/// ops lost at the fork give their places back, so a child of a full
+/// engine can push at once.
+#[test]
+fn a_child_of_a_full_engine_has_room() {
+    let d = domain();
+    let e = CoreEngine::<Job>::new(
+        d,
+        Config {
+            max_pending: Some(2),
+            ..one_worker()
+        },
+    )
+    .unwrap();
+    let v = e.new_var().unwrap();
+    // A runs (its token held here), B waits behind it: the bound is full.
+    let slot: Slot = Arc::default();
+    e.push(
+        OpSpec::new(hand_off(&slot))
+            .writes(std::slice::from_ref(&v))
+            .asynchronous(),
+    )
+    .unwrap();
+    let token = take_token(&slot);
+    e.push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&v)))
+        .unwrap();
+    assert_eq!(
+        e.try_push(OpSpec::new(job(|| Ok(())))),
+        Err(Error::Full),
+        "the parent's bound is full"
+    );
+
+    d.prepare();
+    d.child();
+    assert_eq!(e.pending(), Ok(0));
+    let w = e.new_var().unwrap();
+    for _ in 0..2 {
+        e.try_push(OpSpec::new(job(|| Ok(()))).writes(std::slice::from_ref(&w)))
+            .expect("the child has room");
+    }
+    assert_eq!(e.wait_for_var_timeout(&w, Duration::from_secs(20)), Ok(()));
+    e.shutdown(Duration::from_secs(5)).unwrap();
+    drop(token);
+}
