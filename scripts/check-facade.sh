@@ -223,7 +223,7 @@ exit $bad;
 ' -- "$@"
 }
 
-# The files to check under $1: every .rs in core/src, engine/src, forksafe-rayon/src,
+# The files to check under $1: every .rs in core/src, engine/src, forksafe-rayon/src, forksafe-tokio/src,
 # testkit/src and python/src and python/forksafe-pyo3/src (the binding, where present), minus
 # core/src/sync/.
 # Paths are printed relative to the root.
@@ -231,7 +231,7 @@ files_under() {
     local root="$1" dir
     (
         cd "$root"
-        for dir in core/src engine/src forksafe-rayon/src python/src python/forksafe-pyo3/src testkit/src; do
+        for dir in core/src engine/src forksafe-rayon/src forksafe-tokio/src python/src python/forksafe-pyo3/src testkit/src; do
             [ -d "$dir" ] || continue
             find "$dir" -type f -name '*.rs' -not -path 'core/src/sync/*' -print
         done | LC_ALL=C sort

@@ -23,11 +23,13 @@
 #   python   bash scripts/test-python.sh: a fresh venv, `pip install ./python`
 #            (the PyO3 binding, built by maturin into target/python), pytest
 #            with per-test timings
-#   extension  bash scripts/test-rayon-extension.sh: the demo extension
-#            (examples/rayon-extension), built twice by maturin in a fresh
-#            venv (plain rayon; forksafe-rayon + forksafe-pyo3), and its
-#            pytest suite (the plain build's fork hang, the forksafe
-#            build's 100 + 100 forks and clean exit)
+#   extension  bash scripts/test-rayon-extension.sh, then
+#            scripts/test-tokio-extension.sh: the two demo extensions
+#            (examples/rayon-extension, examples/tokio-extension), each
+#            built twice by maturin in a fresh venv (plain rayon or a plain
+#            static tokio runtime; forksafe-rayon or forksafe-tokio, with
+#            forksafe-pyo3), and their pytest suites (the plain build's
+#            fork hang, the forksafe build's 100 + 100 forks and clean exit)
 #
 # Each model build has its own target dir, so the three builds never
 # invalidate each other's artefacts.
@@ -151,6 +153,7 @@ stage_python() {
 
 stage_extension() {
     bash scripts/test-rayon-extension.sh
+    bash scripts/test-tokio-extension.sh
 }
 
 TOTAL_START="$(now)"

@@ -21,9 +21,21 @@ pub const FORKS: u32 = 2000;
 /// many as the workers), and `exited` (no engine, as many plain threads
 /// started, made to allocate, and joined before the forks: what a thread
 /// leaves behind — its cached stack, its malloc arena); and no engine / idle
-/// engine in a process with 64 MiB of touched heap.
-pub const MODES: [&str; 8] = [
-    "none", "idle", "busy", "handlers", "threads", "exited", "none-64m", "idle-64m",
+/// engine in a process with 64 MiB of touched heap; then tokio: a plain
+/// multi-thread runtime, idle (`tokio-plain`), and a `ForkSafeRuntime` with
+/// as many workers, idle and busy (a thread in `block_on` spawning tasks).
+pub const MODES: [&str; 11] = [
+    "none",
+    "idle",
+    "busy",
+    "handlers",
+    "threads",
+    "exited",
+    "none-64m",
+    "idle-64m",
+    "tokio-plain",
+    "tokio-idle",
+    "tokio-busy",
 ];
 
 /// Heap the `-64m` modes touch before forking.
@@ -172,6 +184,52 @@ pub fn child(mode: &str, workers: usize) -> Result<(), String> {
                             engine.op("busy").writes(&[v]).run(busy_2us).expect("push");
                         }
                         engine.wait_all().expect("wait_all");
+                    }
+                });
+                us = fork_loop(forks);
+                stop.store(true, Ordering::Relaxed);
+            });
+            us
+        }
+        "tokio-plain" => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(async { tokio::spawn(async {}).await })
+                .map_err(|e| e.to_string())?;
+            fork_loop(forks)
+        }
+        "tokio-idle" => {
+            let rt = forksafe_tokio::RuntimeBuilder::new_multi_thread()
+                .worker_threads(workers)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let t = rt.spawn(async {}).map_err(|e| e.to_string())?;
+            rt.block_on(t)
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            fork_loop(forks)
+        }
+        "tokio-busy" => {
+            let rt = forksafe_tokio::RuntimeBuilder::new_multi_thread()
+                .worker_threads(workers)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let stop = AtomicBool::new(false);
+            let mut us = (0.0, 0.0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = rt.block_on(async {
+                            let tasks: Vec<_> = (0..100)
+                                .map(|_| tokio::spawn(async { busy_2us() }))
+                                .collect();
+                            for t in tasks {
+                                let _ = t.await;
+                            }
+                        });
                     }
                 });
                 us = fork_loop(forks);

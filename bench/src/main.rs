@@ -318,6 +318,9 @@ fn run_fork(args: &Args) {
                     "exited" => format!("no engine, {} threads run and joined", args.workers),
                     "none-64m" => "no engine, 64 MiB heap".to_string(),
                     "idle-64m" => "idle engine, 64 MiB heap".to_string(),
+                    "tokio-plain" => format!("plain tokio runtime, {} workers, idle", args.workers),
+                    "tokio-idle" => format!("ForkSafeRuntime, {} workers, idle", args.workers),
+                    "tokio-busy" => format!("ForkSafeRuntime, {} workers, busy", args.workers),
                     m => format!("{m} engine"),
                 };
                 println!(

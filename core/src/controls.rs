@@ -93,6 +93,10 @@ pub enum Mutant {
     /// epoch: the child uses the parent's value, whose threads are gone
     /// (breaks I5 for `ForkLocal`).
     ForkLocalIgnoresEpoch,
+    /// A use of a `GatedLocal` value already built skips the work gate,
+    /// so a fork's prepare step does not wait for it and the child trusts
+    /// a use half done (breaks I5 for a runtime's or a pool's work).
+    GatedLocalSkipsPass,
     /// A work gate's prepare closes the gate but does not wait for work
     /// already in flight: the fork copies half-done work (breaks I5 for
     /// `WorkGate`).

@@ -155,6 +155,7 @@ mod epoch;
 mod error;
 mod fork_gate;
 mod fork_local;
+mod gated_local;
 pub mod global;
 mod host;
 mod ids;
@@ -191,6 +192,7 @@ pub use engine::{
 pub use engine::{EngineLock, ForkPoint, ForkSnapshot};
 pub use error::{BodyError, Error, OpError, OpErrorKind, Result};
 pub use fork_local::ForkLocal;
+pub use gated_local::GatedLocal;
 pub use host::{HostBridge, NoHost};
 pub use join::Participation;
 pub use lifecycle::State;

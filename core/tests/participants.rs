@@ -2,9 +2,10 @@
 //! domain's fork steps on real threads (the child side seen as the atfork
 //! child handler leaves it: `domain.child()` in the same process).
 
+use forksafe_core::sync::Clock;
 use forksafe_core::{
-    Error, ForkDomain, ForkLocal, ForkParticipant, Inherited, PrepareDeadline, PrepareFailure,
-    WorkGate,
+    Error, ForkDomain, ForkLocal, ForkParticipant, GatedLocal, Inherited, PrepareDeadline,
+    PrepareFailure, WorkGate,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -348,4 +349,83 @@ fn drain_steps_wait_for_work_in_flight_without_holding_new_work() {
     let _second = gate.enter();
     drop(pass);
     assert_eq!(log.take(), ["idle false"]);
+}
+
+/// A `GatedLocal`'s steps, driven by hand: a use holds a pass that prepare
+/// and drain wait for; prepare then holds new uses until parent; a value is
+/// built inside a pass, once per process, and a child builds its own.
+#[test]
+fn a_gated_local_holds_its_uses_across_the_fork_steps() {
+    let d = domain();
+    let local: Arc<GatedLocal<(u64, AtomicUsize)>> = Arc::new(GatedLocal::new(d));
+    let clock = Clock::new();
+    let soon = || PrepareDeadline::after(&clock, Duration::from_millis(20));
+    let later = || PrepareDeadline::after(&clock, Duration::from_secs(30));
+    // Nothing built: every step has nothing to wait for.
+    assert!(local.get().is_none());
+    assert!(local.prepare(&soon()));
+    local.parent();
+    let build = || Ok::<_, ()>((d.epoch(), AtomicUsize::new(0)));
+    assert_eq!(local.get_or_try_init(build).unwrap().0, 0);
+    assert_eq!(local.in_flight(), 0);
+    // A use in flight on another thread.
+    let (started, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let user = {
+        let (local, started, release) = (local.clone(), started.clone(), release.clone());
+        std::thread::spawn(move || {
+            local
+                .with(build, |v| {
+                    started.store(1, Ordering::SeqCst);
+                    while release.load(Ordering::SeqCst) == 0 {
+                        std::thread::yield_now();
+                    }
+                    v.1.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap();
+        })
+    };
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(local.in_flight(), 1);
+    assert!(
+        !local.drain(&soon()),
+        "drain waits for the use in flight, bounded"
+    );
+    assert!(
+        !local.prepare(&soon()),
+        "prepare reports the use still in flight"
+    );
+    release.store(1, Ordering::SeqCst);
+    user.join().unwrap();
+    assert!(local.prepare(&later()));
+    // Closed: a new use waits for the parent step.
+    let entered = Arc::new(AtomicUsize::new(0));
+    let late = {
+        let (local, entered) = (local.clone(), entered.clone());
+        std::thread::spawn(move || {
+            local
+                .with(build, |_| entered.store(1, Ordering::SeqCst))
+                .unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(entered.load(Ordering::SeqCst), 0, "held while prepared");
+    local.parent();
+    late.join().unwrap();
+    assert_eq!(entered.load(Ordering::SeqCst), 1);
+    assert!(local.drain(&later()));
+    assert_eq!(local.get().unwrap().1.load(Ordering::SeqCst), 1);
+    // A child builds its own value; an error builds nothing.
+    d.prepare();
+    d.child();
+    assert!(local.get().is_none());
+    assert_eq!(
+        local.with(|| Err::<(u64, AtomicUsize), _>("no"), |_| ()),
+        Err("no")
+    );
+    assert!(local.get().is_none());
+    assert_eq!(local.with(build, |v| v.0).unwrap(), 1);
+    // At exit: closed for good.
+    assert!(local.close_for_exit(&soon()));
 }

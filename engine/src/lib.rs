@@ -90,8 +90,8 @@ pub use exit::ExitGuard;
 pub use fork::{fork, fork_with, DrainReport, Forked};
 pub use op::OpBuilder;
 pub use participant::{
-    drain_participants, exit_participants, join_fork, ForkLocal, ForkParticipant, Inherited,
-    Participation, PrepareDeadline, PrepareFailure, WorkGate, WorkPass,
+    drain_participants, exit_participants, join_fork, ForkLocal, ForkParticipant, GatedLocal,
+    Inherited, Participation, PrepareDeadline, PrepareFailure, WorkGate, WorkPass,
 };
 pub use scope::{Scope, ScopedOp};
 pub use task::{Task, Token};

@@ -119,3 +119,38 @@ impl<T> ForkLocal<T> {
         self.0.get_or_try_init(init)
     }
 }
+
+/// A value of each process's own whose long uses pass a work gate: the
+/// shape of a thread pool or an async runtime joined to the fork protocol
+/// (`forksafe-tokio`'s runtime). Its steps go in a [`ForkParticipant`]:
+/// `prepare` and `parent` in the participant's, `drain` and
+/// `close_for_exit` in its `drain` and `at_exit`. See
+/// [`forksafe_core::GatedLocal`].
+///
+/// ```
+/// let local: forksafe::GatedLocal<Vec<u32>> = forksafe::GatedLocal::new();
+/// let n = local.with(|| Ok::<_, ()>(vec![1, 2, 3]), |v| v.len()).unwrap();
+/// assert_eq!(n, 3);
+/// ```
+#[derive(Debug)]
+pub struct GatedLocal<T>(forksafe_core::GatedLocal<T>);
+
+impl<T> Default for GatedLocal<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> std::ops::Deref for GatedLocal<T> {
+    type Target = forksafe_core::GatedLocal<T>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<T> GatedLocal<T> {
+    /// An empty cell of this process lineage's fork epochs.
+    pub fn new() -> Self {
+        GatedLocal(forksafe_core::GatedLocal::new(&DOMAIN))
+    }
+}

@@ -14,6 +14,7 @@
 mod support;
 
 use forksafe::{Config, CoreConfig, Engine, Error, Priority};
+use forksafe_testkit::proc_counts::{mapping_count as mappings, status_field};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,24 +23,6 @@ use support::{fork_raw, wait_child};
 /// An engine shared with its own ops (they push and wait on it).
 fn new_engine(config: Config) -> Result<Arc<Engine>, String> {
     Engine::new(config).map(Arc::new).map_err(|e| e.to_string())
-}
-
-/// One line of `/proc/self/status`, as a number (`Threads:`, `VmRSS:` in kB).
-fn status_field(name: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /proc/self/status"))
-}
-
-fn mappings() -> usize {
-    std::fs::read_to_string("/proc/self/maps")
-        .expect("read /proc/self/maps")
-        .lines()
-        .count()
 }
 
 /// Runs `check` on a thread of its own; fails if it has not returned within
@@ -71,9 +54,9 @@ fn with_watchdog(
 /// for an op queued behind it (so the lane needs a stand-in each time). The
 /// thread count must stay within the lane's size plus one stand-in plus the
 /// host lane and this binary's own threads, and the mapping count and RSS
-/// must stay flat: before the fix, each cycle left an exited, unjoined
-/// stand-in whose stack stayed mapped, and the process aborted after about
-/// 32.7k cycles (vm.max_map_count).
+/// must stay flat: a stand-in that exited unjoined each cycle would leave
+/// its stack mapped, and the process would abort after about 32.7k cycles
+/// (vm.max_map_count).
 fn stand_in_churn() -> Result<String, String> {
     let cycles: u64 = std::env::var("FORKSAFE_CHURN_CYCLES")
         .ok()

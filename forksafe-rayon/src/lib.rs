@@ -47,7 +47,7 @@
 //! Forking from inside a job of this pool waits the whole prepare bound
 //! for that job (which is the forking thread itself) and then goes ahead.
 
-use forksafe::{ForkLocal, ForkParticipant, Inherited, Participation, PrepareDeadline, WorkGate};
+use forksafe::{ForkParticipant, GatedLocal, Inherited, Participation, PrepareDeadline};
 use forksafe_core::global::LazySlot;
 use forksafe_core::sync::{join_leaving, pause_briefly, spawn_named, Arc, Exits, Leaving};
 use std::fmt;
@@ -151,7 +151,7 @@ impl PoolBuilder {
         let bound = self.prepare_bound;
         let shared = Arc::new(Shared {
             config: self,
-            epochs: ForkLocal::new(),
+            pool: GatedLocal::new(),
         });
         let participation = forksafe::join_fork(
             Box::new(PoolParticipant {
@@ -188,38 +188,30 @@ impl fmt::Debug for ForkSafePool {
 /// What the pool shares with its fork participant.
 struct Shared {
     config: PoolBuilder,
-    /// This process's pool and the gate its calls pass.
-    epochs: ForkLocal<Epoch>,
+    /// This process's pool, behind the gate its calls pass
+    /// (`forksafe_core::GatedLocal`: built at the first use in each
+    /// process, inside a pass, so a prepare step that closed the gate
+    /// knows no build is spawning threads).
+    pool: GatedLocal<Pool>,
 }
 
-/// One process's pool. Built by the first use in each process; dropped
-/// only in that process.
-struct Epoch {
-    /// Calls in flight; closed by the prepare step.
-    gate: WorkGate,
+/// One process's rayon pool and its threads. Dropped only in that process.
+struct Pool {
     /// The pool's threads: counted while starting, joined when leaving.
     threads: Exits,
-    /// The rayon pool, built inside a pass of `gate` (so a prepare step
-    /// that closed the gate knows no build is spawning threads).
-    pool: ForkLocal<rayon::ThreadPool>,
+    /// `None` only while dropping.
+    rayon: Option<rayon::ThreadPool>,
 }
 
-impl Epoch {
-    fn new() -> Epoch {
-        Epoch {
-            gate: WorkGate::new(),
-            threads: Exits::new(),
-            pool: ForkLocal::new(),
-        }
-    }
-
-    fn build(&self, config: &PoolBuilder) -> Result<rayon::ThreadPool, PoolError> {
+impl Pool {
+    fn build(config: &PoolBuilder) -> Result<Pool, PoolError> {
+        let threads = Exits::new();
         let prefix = config.thread_name.clone();
         let stack = config.stack_size;
-        rayon::ThreadPoolBuilder::new()
+        let rayon = rayon::ThreadPoolBuilder::new()
             .num_threads(config.num_threads)
             .spawn_handler(|thread| {
-                let starting = self.threads.starting();
+                let starting = threads.starting();
                 let leaving = Leaving::new();
                 let on_exit = leaving.clone();
                 let name = format!("{prefix}-{}", thread.index());
@@ -228,11 +220,22 @@ impl Epoch {
                     let _leaving = on_exit.on_drop();
                     thread.run();
                 })?;
-                self.threads.add(leaving, handle);
+                threads.add(leaving, handle);
                 Ok(())
             })
             .build()
-            .map_err(|e| PoolError::Build(e.to_string()))
+            .map_err(|e| PoolError::Build(e.to_string()))?;
+        Ok(Pool {
+            threads,
+            rayon: Some(rayon),
+        })
+    }
+
+    fn rayon(&self) -> &rayon::ThreadPool {
+        match &self.rayon {
+            Some(p) => p,
+            None => unreachable!("a Pool is emptied only by its drop"),
+        }
     }
 
     /// Joins the threads that have left the pool's code; waits for the
@@ -243,17 +246,16 @@ impl Epoch {
     }
 }
 
-impl Drop for Epoch {
+impl Drop for Pool {
     fn drop(&mut self) {
         // Dropping the rayon pool tells its threads to finish their jobs
         // and leave; join them, so no thread is on its way out at a later
         // fork. Not from one of its own threads (it would wait for itself).
         let inside = self
-            .pool
-            .get()
+            .rayon
+            .as_ref()
             .is_some_and(|p| p.current_thread_index().is_some());
-        let pool = std::mem::replace(&mut self.pool, ForkLocal::new());
-        drop(pool);
+        drop(self.rayon.take());
         if inside {
             return;
         }
@@ -281,31 +283,25 @@ impl ForkParticipant for PoolParticipant {
     }
 
     fn prepare(&self, deadline: &PrepareDeadline<'_>) {
-        if let Some(epoch) = self.shared.epochs.get() {
-            epoch.gate.close_and_wait(deadline);
-            epoch.settle_threads();
+        self.shared.pool.prepare(deadline);
+        if let Some(pool) = self.shared.pool.get() {
+            pool.settle_threads();
         }
     }
 
     fn drain(&self, deadline: &PrepareDeadline<'_>) {
-        if let Some(epoch) = self.shared.epochs.get() {
-            epoch.gate.wait_idle(deadline);
-        }
+        self.shared.pool.drain(deadline);
     }
 
     fn at_exit(&self, deadline: &PrepareDeadline<'_>) {
         // Closed for good: a call made from now on waits (a Python thread
         // that returned into a finalised interpreter would be torn down
         // mid-call); the calls in flight get until the deadline.
-        if let Some(epoch) = self.shared.epochs.get() {
-            epoch.gate.close_and_wait(deadline);
-        }
+        self.shared.pool.close_for_exit(deadline);
     }
 
     fn parent(&self) {
-        if let Some(epoch) = self.shared.epochs.get() {
-            epoch.gate.open();
-        }
+        self.shared.pool.parent();
     }
 }
 
@@ -339,21 +335,15 @@ impl ForkSafePool {
     /// a fork child that has not used it yet, inside a pass of the gate a
     /// fork's prepare step closes.
     fn with_pool<R>(&self, f: impl FnOnce(&rayon::ThreadPool) -> R) -> Result<R, PoolError> {
-        let epoch = self
-            .shared
-            .epochs
-            .get_or_try_init(|| Ok::<_, PoolError>(Epoch::new()))?;
-        if let Some(pool) = epoch.pool.get() {
-            if pool.current_thread_index().is_some() {
+        if let Some(pool) = self.shared.pool.get() {
+            if pool.rayon().current_thread_index().is_some() {
                 // Part of the call in flight that started this job.
-                return Ok(f(pool));
+                return Ok(f(pool.rayon()));
             }
         }
-        let _pass = epoch.gate.enter();
-        let pool = epoch
+        self.shared
             .pool
-            .get_or_try_init(|| epoch.build(&self.shared.config))?;
-        Ok(f(pool))
+            .with(|| Pool::build(&self.shared.config), |pool| f(pool.rayon()))
     }
 
     /// Runs `op` in the pool (rayon's `ThreadPool::install`): `par_iter`,
@@ -436,10 +426,9 @@ impl ForkSafePool {
     /// the pool yet).
     pub fn current_num_threads(&self) -> usize {
         self.shared
-            .epochs
+            .pool
             .get()
-            .and_then(|e| e.pool.get())
-            .map_or(0, |p| p.current_num_threads())
+            .map_or(0, |p| p.rayon().current_num_threads())
     }
 
     /// What the fork that made this process left the pool as:

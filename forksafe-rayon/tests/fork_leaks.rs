@@ -11,23 +11,9 @@
 
 use forksafe_rayon::ForkSafePool;
 use forksafe_testkit::child::{fork_raw, say, wait_child};
+use forksafe_testkit::proc_counts::{mapping_count as mappings, status_field as status_kib};
 use rayon::prelude::*;
 use std::time::{Duration, Instant};
-
-fn status_kib(field: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn mappings() -> usize {
-    std::fs::read_to_string("/proc/self/maps")
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
 
 fn use_pool(pool: &ForkSafePool) -> Result<(), String> {
     let sum: u64 = pool

@@ -22,7 +22,7 @@ use forksafe_core::controls::{self as mutant, Mutant};
 use forksafe_core::{Error, Lane, State};
 use std::sync::Arc;
 
-/// (a) The seed's protocol: the forking thread holds the GIL, a host op is
+/// (a) MXNet's protocol: the forking thread holds the GIL, a host op is
 /// pending or running (needing the GIL), and prepare waits for the host lane
 /// to drain. Threads: main (GIL) + 1 host.
 fn draining_prepare() {
@@ -313,6 +313,7 @@ fn scenario(m: Mutant) -> fn() {
         Mutant::TrustLatePrepare
         | Mutant::SkipParticipantParent
         | Mutant::ForkLocalIgnoresEpoch
+        | Mutant::GatedLocalSkipsPass
         | Mutant::CloseWithoutWaiting => {
             panic!("{m:?} is a control of loom_participants.rs")
         }

@@ -20,6 +20,18 @@ fn work_across_a_fork() {
     );
 }
 
+fn gated_local_across_a_fork() {
+    check(
+        "gated_local_across_a_fork",
+        participants_common::gated_local_across_a_fork,
+    );
+}
+
+#[test]
+fn gated_local_runtime_across_a_fork() {
+    gated_local_across_a_fork();
+}
+
 fn child_builds_its_own() {
     check(
         "fork_local_child_builds_its_own",
@@ -39,7 +51,8 @@ fn fork_local_child_builds_its_own() {
 
 const MUTANT_ENV: &str = "FORKSAFE_LOOM_PARTICIPANT_MUTANT";
 
-const CONTROLS: [(Mutant, fn()); 4] = [
+const CONTROLS: [(Mutant, fn()); 5] = [
+    (Mutant::GatedLocalSkipsPass, gated_local_across_a_fork),
     (Mutant::TrustLatePrepare, work_across_a_fork),
     (Mutant::CloseWithoutWaiting, work_across_a_fork),
     (Mutant::SkipParticipantParent, work_across_a_fork),
@@ -71,6 +84,12 @@ fn caught(m: Mutant) -> String {
 #[test]
 fn caught_trust_late_prepare() {
     let text = caught(Mutant::TrustLatePrepare);
+    assert!(text.contains("half-done work"), "{text}");
+}
+
+#[test]
+fn caught_gated_local_skips_pass() {
+    let text = caught(Mutant::GatedLocalSkipsPass);
     assert!(text.contains("half-done work"), "{text}");
 }
 

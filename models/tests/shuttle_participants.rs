@@ -38,6 +38,26 @@ fn participant_work_across_a_fork_pct() {
 }
 
 #[test]
+fn gated_local_runtime_across_a_fork_random() {
+    model(
+        "gated_local_runtime_across_a_fork_random",
+        Sched::Random,
+        DEFAULT_ITERS,
+        participants_common::gated_local_across_a_fork,
+    );
+}
+
+#[test]
+fn gated_local_runtime_across_a_fork_pct() {
+    model(
+        "gated_local_runtime_across_a_fork_pct",
+        Sched::Pct,
+        DEFAULT_ITERS,
+        participants_common::gated_local_across_a_fork,
+    );
+}
+
+#[test]
 fn fork_local_child_builds_its_own_random() {
     model(
         "fork_local_child_builds_its_own_random",
@@ -55,6 +75,15 @@ const STEPS: usize = 20_000;
 
 fn caught(m: Mutant, f: fn()) -> String {
     caught_seeded(m, f, SEED, CONTROL_ITERS, STEPS)
+}
+
+#[test]
+fn caught_gated_local_skips_pass() {
+    let msg = caught(
+        Mutant::GatedLocalSkipsPass,
+        participants_common::gated_local_across_a_fork,
+    );
+    assert!(msg.contains("half-done work"), "{msg}");
 }
 
 #[test]

@@ -13,10 +13,13 @@
 //!   `FORKSAFE_WATCHDOG_SCALE`.
 //! - [`counters`]: per-op run counters, the payload helper the fork tests
 //!   check "ran exactly once" and "never ran again" with.
+//! - [`proc_counts`]: this process's threads, mappings and RSS, which the
+//!   soak and leak tests compare before and after.
 
 pub mod child;
 pub mod counters;
 pub mod gil;
 pub mod harness;
+pub mod proc_counts;
 
 pub use gil::{GilBridge, HostLock};

@@ -83,6 +83,16 @@ where
     value
 }
 
+/// A pass of the gate the exit hook closes for good: held by a thread
+/// while it may call into Python from a Rust thread (a task that resolves
+/// a Python future, `tokio_runtime.rs`). Waits for good once the exit hook
+/// has closed the gate, so such a thread never enters a finalising
+/// interpreter; the hook waits, bounded, for the passes held.
+#[cfg(feature = "tokio")]
+pub(crate) fn python_pass() -> forksafe::WorkPass<'static> {
+    RETURNS.enter()
+}
+
 /// Registers this extension's fork and exit hooks, once per process
 /// (later calls do nothing): see the module docs. `drain` bounds the
 /// before-hook's wait; 0 is a `ValueError`.

@@ -18,6 +18,9 @@
 //!   `forksafe-rayon` pool's calls) is waited for, bounded; at exit the
 //!   default engine shuts down and no engine calls into Python again.
 //!   [`to_py_err`] turns a forksafe error into a Python exception.
+//! - `tokio_runtime` (feature `tokio`): Rust futures as Python
+//!   awaitables, and blocking calls with the GIL released, on
+//!   `forksafe-tokio`'s fork-safe runtime.
 //! - [`PyRaised`]: a Python exception as an op's error value: push bodies
 //!   that return `Err(Box::new(PyRaised::new(&exc)))` poison what they
 //!   write with the exception object itself, and [`original`] gets it back
@@ -85,6 +88,8 @@
 mod bridge;
 mod hooks;
 mod raised;
+#[cfg(feature = "tokio")]
+pub mod tokio_runtime;
 
 pub use bridge::*;
 pub use hooks::{detach, drain_for_fork, install_hooks, to_py_err, ForkDrain};
