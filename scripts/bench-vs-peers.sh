@@ -215,7 +215,7 @@ def grab(pattern):
     m = re.search(pattern, text)
     return float(m.group(1)) if m else None
 
-print("Targets (issue 16):")
+print("Targets:")
 def line(name, value, ok):
     print(f"- {name}: {value} — {'met' if ok else 'NOT met'}")
 ideal = grab(r"allow (\d+) ops/s")

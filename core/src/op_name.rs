@@ -1,6 +1,6 @@
 //! Op names in two machine words: a `&'static str` is kept as is, any other
 //! name as an owned boxed string. Every pending op carries one, so its size
-//! counts toward the memory per pending op (README, "Benchmarks").
+//! counts toward the memory per pending op (BENCHMARKS.md).
 
 use std::fmt;
 use std::ptr::NonNull;

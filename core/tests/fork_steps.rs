@@ -6,10 +6,9 @@
 //! No real `fork()` here (those are `engine/tests/fork.rs`): the other
 //! threads of this process keep existing, so these tests only use states in
 //! which they are parked or blocked at the closed gate, where a real child
-//! would simply not have them. Added by the fork-safety audit: core's own
-//! tests did not call the fork steps, so mutants of the gate, the domain
-//! and the child's settling survived them (FORK-SAFETY.md, "Mutation
-//! testing").
+//! would simply not have them. These are core's own tests of the fork
+//! steps, so core's mutation run covers the gate, the domain and the
+//! child's settle (FORK-SAFETY.md, "Mutation testing").
 
 use crate::support::{domain, job, Job};
 use forksafe_core::{CompletionToken, Config, CoreEngine, Error, OpErrorKind, OpSpec, State};

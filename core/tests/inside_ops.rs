@@ -174,9 +174,9 @@ fn a_blocked_wait_polls_the_host_and_stops_on_an_interrupt() {
 /// An op blocked in a wait keeps its lane's stand-in worker across a
 /// quiesce: the op it waits for becomes ready while a quiesce (which times
 /// out on the blocked op) pauses the lanes, and still runs once the
-/// quiesce ends. Found while explaining a surviving mutant of
-/// `plan_workers_for_queued` (`engine/quiesce.rs`): a resume planned workers as if every
-/// worker alive were free, so the only worker, blocked, got no stand-in.
+/// quiesce ends: a resume plans workers for the free workers only
+/// (`core/src/engine/quiesce.rs::plan_workers_for_queued`), so the only
+/// worker, blocked, gets a stand-in.
 #[test]
 fn an_op_blocked_in_a_wait_gets_a_stand_in_after_a_quiesce() {
     let e = one_worker(Box::new(forksafe_core::NoHost));

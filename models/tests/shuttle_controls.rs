@@ -48,7 +48,7 @@ fn op(label: u32, reads: &[usize], writes: &[usize], mode: Mode, lane: Lane) -> 
     Op::new(step(label, reads, writes), mode, lane)
 }
 
-/// (a) The seed's protocol: the forking thread holds the GIL, a host op is
+/// (a) MXNet's protocol: the forking thread holds the GIL, a host op is
 /// pending or running (needing the GIL), and prepare waits for the host
 /// lane to drain without releasing the GIL.
 fn draining_prepare() {

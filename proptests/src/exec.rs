@@ -411,7 +411,7 @@ impl Runner<'_> {
                     return Ok(());
                 }
                 // A raw fork while a host worker may hold the test GIL's
-                // inner lock could hang the child (README, known limits):
+                // inner lock could hang the child (FORK-SAFETY.md, L4):
                 // with the GIL, every fork is drained.
                 let drained = *drained || self.program.gil;
                 self.fork(idx, drained)

@@ -18,7 +18,7 @@ Importing the package installs two hooks:
   running, and new ops run normally. Forks that bypass Python (C code,
   ``subprocess`` without ``preexec_fn``) leave every engine consistent
   through the engine's own ``pthread_atfork`` handlers; CPython's GIL is
-  another matter (README, "Known limits").
+  another matter (docs/python.md, "Limits").
 * ``atexit``: every engine is shut down (queued ops run until its
   ``shutdown_deadline``, then are cancelled) before the interpreter
   finalises; afterwards no engine calls into Python again.

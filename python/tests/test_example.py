@@ -1,5 +1,6 @@
-"""The README's example (examples/custom_op.py) runs and says what the
-README says it does."""
+"""The README's Python example and the Python guide's scenario
+(docs/python.md, from examples/custom_op.py) run and say what the docs say
+they do."""
 
 from __future__ import annotations
 
@@ -19,11 +20,10 @@ def test_custom_op_example():
     assert "exiting with" in out
 
 
-def readme_block(readme: pathlib.Path, after: str) -> str:
-    """The first ```python block after `after` in the README's Python section."""
-    text = readme.read_text()
-    section = text[text.index("## Python"):]
-    section = section[section.index(after):]
+def doc_block(doc: pathlib.Path, after: str) -> str:
+    """The first ```python block after `after` in `doc`."""
+    text = doc.read_text()
+    section = text[text.index(after):]
     block = section[section.index("```python\n") + 10:]
     return block[: block.index("```")]
 
@@ -32,19 +32,19 @@ def test_readme_first_example_runs_and_prints_what_it_says():
     readme = EXAMPLE.parents[2] / "README.md"
     if not readme.exists():  # an installed copy of the tests
         return
-    block = readme_block(readme, "## Python")
+    block = doc_block(readme, "## Python")
     rc, out, err, _ = run_python(block, timeout=60)
     assert rc == 0, (out, err)
     assert out.strip() == "60.0 [ 0. 10. 20. 30.]", out
 
 
-def test_readme_snippet_is_the_example():
-    """Every line of the README's Python example is in the example file
-    (comments after `#` aside), so the README shows code that runs."""
-    readme = EXAMPLE.parents[2] / "README.md"
-    if not readme.exists():  # an installed copy of the tests
+def test_guide_snippet_is_the_example():
+    """Every line of the Python guide's scenario is in the example file
+    (comments after `#` aside), so the guide shows code that runs."""
+    guide = EXAMPLE.parents[2] / "docs" / "python.md"
+    if not guide.exists():  # an installed copy of the tests
         return
-    block = readme_block(readme, "The seed's scenario")
+    block = doc_block(guide, "## The custom-operator scenario")
     example = {line.split("  # ")[0].strip() for line in EXAMPLE.read_text().splitlines()}
     missing = []
     for line in block.splitlines():

@@ -210,8 +210,8 @@ def test_raw_fork_bypassing_python_hooks(eng):
     #
     # CPython does not re-initialise its GIL in the child of a fork it was
     # not told about: if another thread waits for the GIL at that moment, the
-    # child's first GIL release can hang inside CPython (README, "Known
-    # limits": 6 hangs in 2000 raw forks with four plain Python threads and
+    # child's first GIL release can hang inside CPython (docs/python.md,
+    # "Limits": 6 hangs in 2000 raw forks with four plain Python threads and
     # no forksafe at all). So the callbacks are held queued while forking
     # (the native quiesce the before-fork hook would take, here taken by
     # hand): no engine thread runs Python or waits for the GIL, and what the

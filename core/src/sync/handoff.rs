@@ -22,6 +22,16 @@
 use super::{Arc, AtomicBool, Mutex, Ordering};
 
 /// Holds at most one value; put by one thread, taken by another.
+///
+/// ```
+/// use forksafe_core::sync::Handoff;
+/// let h = Handoff::new();
+/// assert_eq!(h.take(), None);
+/// h.put(1);
+/// h.put(2); // replaces the value not taken
+/// assert_eq!(h.take(), Some(2));
+/// assert_eq!(h.take(), None, "taken once");
+/// ```
 #[derive(Debug, Default)]
 pub struct Handoff<T> {
     value: Mutex<Option<T>>,
@@ -47,6 +57,15 @@ impl<T> Handoff<T> {
 }
 
 /// A flag set when its [`DropFlagGuard`] drops (by return, unwind or drop).
+///
+/// ```
+/// use forksafe_core::sync::DropFlag;
+/// let flag = DropFlag::new();
+/// let guard = flag.guard();
+/// assert!(!flag.is_set(), "unset while the guard lives");
+/// drop(guard);
+/// assert!(flag.is_set());
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct DropFlag(Arc<AtomicBool>);
 
