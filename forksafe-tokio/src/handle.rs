@@ -35,12 +35,34 @@ impl RuntimeHandle {
         RuntimeHandle { shared }
     }
 
-    /// [`ForkSafeRuntime::block_on`](crate::ForkSafeRuntime::block_on).
+    pub(crate) fn is_built(&self) -> bool {
+        self.shared.is_built()
+    }
+
+    /// Runs `fut` to completion on this process's runtime (tokio's
+    /// `Runtime::block_on`), building the runtime first in a fork child
+    /// that has not used it yet. A fork waits, up to the prepare bound, for
+    /// the calls in flight; a call made while a fork prepares waits for the
+    /// fork. From inside a tokio runtime it is
+    /// [`RuntimeError::InsideRuntime`] (tokio would panic).
+    ///
+    /// ```
+    /// let rt = forksafe_tokio::ForkSafeRuntime::new().unwrap();
+    /// let v = rt.block_on(async {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    ///     "slept"
+    /// });
+    /// assert_eq!(v.unwrap(), "slept");
+    /// let nested = rt.block_on(async { rt.block_on(async {}) }).unwrap();
+    /// assert_eq!(nested, Err(forksafe_tokio::RuntimeError::InsideRuntime));
+    /// ```
     pub fn block_on<F: Future>(&self, fut: F) -> Result<F::Output, RuntimeError> {
         self.shared.block_on(fut)
     }
 
-    /// [`ForkSafeRuntime::spawn`](crate::ForkSafeRuntime::spawn).
+    /// Spawns `fut` on this process's runtime (tokio's `Runtime::spawn`).
+    /// Its handle resolves to [`TaskError::LostInFork`](crate::TaskError::LostInFork)
+    /// when awaited in a fork child.
     pub fn spawn<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
     where
         F: Future + Send + 'static,
@@ -49,7 +71,14 @@ impl RuntimeHandle {
         self.shared.spawn(fut)
     }
 
-    /// [`ForkSafeRuntime::spawn_blocking`](crate::ForkSafeRuntime::spawn_blocking).
+    /// Runs `f` on this process's blocking pool (tokio's
+    /// `Runtime::spawn_blocking`).
+    ///
+    /// ```
+    /// let rt = forksafe_tokio::ForkSafeRuntime::new().unwrap();
+    /// let task = rt.spawn_blocking(|| 1 + 1).unwrap();
+    /// assert_eq!(rt.block_on(task).unwrap(), Ok(2));
+    /// ```
     pub fn spawn_blocking<F, R>(&self, f: F) -> Result<JoinHandle<R>, RuntimeError>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -58,7 +87,9 @@ impl RuntimeHandle {
         self.shared.spawn_blocking(f)
     }
 
-    /// tokio's handle of this process's runtime (valid in this process only).
+    /// tokio's handle of this process's runtime, for APIs that take one.
+    /// Valid in this process only: a fork child must ask again (the
+    /// parent's handle reaches a runtime whose threads are not there).
     pub fn tokio_handle(&self) -> Result<tokio::runtime::Handle, RuntimeError> {
         Ok(self.shared.runtime()?.handle().clone())
     }

@@ -13,7 +13,7 @@
 //!   threads, its own epoll instance). The parent's is never used, joined
 //!   or dropped in the child; see "What leaks".
 //! - Before a fork, its prepare step (a forksafe fork participant,
-//!   [`forksafe::join_fork`]) holds new [`ForkSafeRuntime::block_on`] calls
+//!   [`forksafe::join_fork`]) holds new [`RuntimeHandle::block_on`] calls
 //!   and waits, bounded by [`RuntimeBuilder::prepare_bound`], for those in
 //!   flight, so the child does not copy their results half-written. If they
 //!   do not finish in time the fork goes ahead and
