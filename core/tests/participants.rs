@@ -426,6 +426,34 @@ fn a_gated_local_holds_its_uses_across_the_fork_steps() {
     );
     assert!(local.get().is_none());
     assert_eq!(local.with(build, |v| v.0).unwrap(), 1);
-    // At exit: closed for good.
+    assert_eq!(
+        format!("{local:?}"),
+        "GatedLocal { built_here: true }",
+        "Debug says whether this process built its value"
+    );
+    // At exit: closed for good, waiting for the uses in flight, bounded.
+    let (started, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let user = {
+        let (local, started, release) = (local.clone(), started.clone(), release.clone());
+        std::thread::spawn(move || {
+            local
+                .with(build, |_| {
+                    started.store(1, Ordering::SeqCst);
+                    while release.load(Ordering::SeqCst) == 0 {
+                        std::thread::yield_now();
+                    }
+                })
+                .unwrap();
+        })
+    };
+    while started.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    assert!(
+        !local.close_for_exit(&soon()),
+        "a use still in flight at the deadline"
+    );
+    release.store(1, Ordering::SeqCst);
+    user.join().unwrap();
     assert!(local.close_for_exit(&soon()));
 }
