@@ -29,7 +29,7 @@ doc comments (`//!`, `///`) of every tracked *.rs file. What it checks:
   be defined in a file that defines or implements it; a CamelCase type the
   workspace does not define must be a known external one
   (`scripts/docs-external-names.txt`).
-- **History.** No project issue numbers ("issue 16"), and none of the
+- **History.** No project issue numbers ("issue" and a number), and none of the
   phrases that tell how the code came to be (`HISTORY_PHRASES`); dates only
   in BENCHMARKS.md and FORK-SAFETY.md, whose tables carry them.
 
@@ -458,7 +458,8 @@ def self_test() -> int:
         ("fail", "gone-type.md", "The queue is a `LaneQueueSlot`."),
         ("fail", "missing-link.md", "See [the guide](docs/no-such-guide.md)."),
         ("fail", "missing-anchor.md", "See [the pool](docs/DESIGN.md#no-such-section)."),
-        ("fail", "issue-number.md", "The targets of issue 16 are met."),
+        # Built at run time, so that this file cites no issue number itself.
+        ("fail", "issue-number.md", "The targets of issue %d are met." % 7),
         ("fail", "history.md", "A first version took the lock outside a section."),
         ("fail", "date-outside-tables.md", "Fixed on 2026-12-04."),
         ("fail", "no-refs.md", "No references here at all."),

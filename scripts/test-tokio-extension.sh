@@ -22,25 +22,7 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ROOT="$PWD"
 
-# shellcheck source=lib/venv.sh
-source scripts/lib/venv.sh
-VENV="${FORKSAFE_EXT_VENV:-$ROOT/target/tokio-ext-venv}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/tokio-ext}"
-DIST="$CARGO_TARGET_DIR/wheels-demo"
-
-echo "test-tokio-extension: $("$PY" --version) -> venv $VENV, cargo target $CARGO_TARGET_DIR"
-rm -rf "$DIST"
-fresh_venv "$VENV" "maturin>=1.5,<2" "pytest>=7" "pytest-timeout>=2"
-
-start=$SECONDS
-for build in plain forksafe; do
-    "$VENV/bin/maturin" build --release -q -i "$VENV/bin/python" \
-        --manifest-path "examples/tokio-extension/$build/Cargo.toml" -o "$DIST"
-done
-"$VENV/bin/python" -m pip install -q "$DIST"/*.whl
-echo "test-tokio-extension: both builds took $((SECONDS - start))s"
-
-cd examples/tokio-extension
-"$VENV/bin/pytest" -p no:cacheprovider -v -rxX --durations=0 tests "$@"
+# shellcheck source=lib/demo-extension.sh
+source scripts/lib/demo-extension.sh
+demo_extension_stage tokio-extension "" "$@"

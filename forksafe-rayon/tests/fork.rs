@@ -24,7 +24,7 @@ use forksafe_testkit::child::{fork_raw, quiet_panics, wait_child};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -229,16 +229,5 @@ fn main() {
         ("nested", nested),
         ("dropped_then_forked", dropped_then_forked),
     ];
-    let names: Vec<&'static str> = scenarios.iter().map(|(n, _)| *n).collect();
-    forksafe_testkit::harness::run(&names, |name| {
-        let Some(&(_, f)) = scenarios.iter().find(|(n, _)| *n == name) else {
-            return;
-        };
-        let start = Instant::now();
-        f();
-        println!(
-            "forksafe-rayon {name}: ok ({:.1} s)",
-            start.elapsed().as_secs_f64()
-        );
-    });
+    forksafe_testkit::harness::main_timed("forksafe-rayon", &scenarios);
 }

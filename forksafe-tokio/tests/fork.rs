@@ -270,16 +270,5 @@ fn main() {
         ("global_in_children", global_in_children),
         ("leaks", leaks),
     ];
-    let names: Vec<&'static str> = scenarios.iter().map(|(n, _)| *n).collect();
-    forksafe_testkit::harness::run(&names, |name| {
-        let Some(&(_, f)) = scenarios.iter().find(|(n, _)| *n == name) else {
-            return;
-        };
-        let start = Instant::now();
-        f();
-        println!(
-            "forksafe-tokio {name}: ok ({:.1} s)",
-            start.elapsed().as_secs_f64()
-        );
-    });
+    forksafe_testkit::harness::main_timed("forksafe-tokio", &scenarios);
 }

@@ -1,4 +1,4 @@
-# venv.sh — sourced by test-python.sh and test-rayon-extension.sh: the
+# venv.sh — sourced by test-python.sh and lib/demo-extension.sh: the
 # interpreter their venvs are built from, and a fresh venv with the test
 # tools.
 

@@ -64,10 +64,27 @@ fn selected(name: &str, filter: &Option<String>, exact: bool) -> bool {
 
 /// Runs the binary's `cases` as the arguments ask (see the module docs).
 pub fn main(cases: &[Case]) {
+    main_with(cases, |_, case| case());
+}
+
+/// [`main`], saying `{label} {case}: ok (seconds)` after each case that
+/// returned.
+pub fn main_timed(label: &str, cases: &[Case]) {
+    main_with(cases, |name, case| {
+        let start = std::time::Instant::now();
+        case();
+        println!(
+            "{label} {name}: ok ({:.1} s)",
+            start.elapsed().as_secs_f64()
+        );
+    });
+}
+
+fn main_with(cases: &[Case], each: impl Fn(&'static str, fn())) {
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
     run(&names, |name| {
-        if let Some((_, case)) = cases.iter().find(|(n, _)| *n == name) {
-            case();
+        if let Some(&(_, case)) = cases.iter().find(|(n, _)| *n == name) {
+            each(name, case);
         }
     });
 }

@@ -17,13 +17,17 @@ hung fork child never outlives the test.
 
 from __future__ import annotations
 
-import os
+import pathlib
 import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+# The helpers both demos' suites share (examples/demo_harness.py).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+import demo_harness  # noqa: E402
 
 # Sums of integer-valued floats below 2**53 are exact in any order, so a
 # parallel sum equals the serial one exactly.
@@ -36,45 +40,17 @@ want = float(np.sum(a * a))
 def check():
     got = ext.sum_of_squares(a)
     assert got == want, (got, want)
-def in_child(body):
-    # Forks; the child runs body() and leaves with 0 (1 if it raised);
-    # returns the child's exit code.
-    pid = os.fork()
-    if pid == 0:
-        try:
-            body()
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-"""
+""" + demo_harness.IN_CHILD
 
 
 def run(mod: str, body: str, timeout: float) -> subprocess.CompletedProcess:
-    """Runs PRELUDE + body with ``mod`` as ``ext`` in a new interpreter and
-    session; kills the session and raises TimeoutExpired past ``timeout``."""
-    code = PRELUDE.format(mod=mod) + textwrap.dedent(body)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """PRELUDE + body with ``mod`` as ``ext``, in a fresh interpreter
+    (``demo_harness.run``)."""
+    return demo_harness.run(PRELUDE.format(mod=mod) + textwrap.dedent(body), timeout)
 
 
 def ok(mod: str, body: str, timeout: float = 120) -> str:
-    done = run(mod, body, timeout)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return demo_harness.ok(PRELUDE.format(mod=mod) + textwrap.dedent(body), timeout)
 
 
 FORK_ONCE = """

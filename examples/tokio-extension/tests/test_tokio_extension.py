@@ -20,13 +20,16 @@ it got, reversed), which the extension's ``fetch`` talks to.
 
 from __future__ import annotations
 
-import os
-import signal
+import pathlib
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+# The helpers both demos' suites share (examples/demo_harness.py).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+import demo_harness  # noqa: E402
 
 PRELUDE = """
 import asyncio, os, socket, sys, tempfile, threading
@@ -65,46 +68,17 @@ def check_async(tag=b"a"):
     got = asyncio.run(main())
     assert got == msg[::-1], got
 
-def in_child(body):
-    # Forks; the child runs body() and leaves with 0 (1 if it raised);
-    # returns the child's exit code.
-    pid = os.fork()
-    if pid == 0:
-        try:
-            body()
-        except BaseException as e:
-            sys.stderr.write("child failed: %r\\n" % (e,))
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-"""
+""" + demo_harness.IN_CHILD
 
 
 def run(mod: str, body: str, timeout: float) -> subprocess.CompletedProcess:
-    """Runs PRELUDE + body with ``mod`` as ``ext`` in a new interpreter and
-    session; kills the session and raises TimeoutExpired past ``timeout``."""
-    code = PRELUDE.format(mod=mod) + textwrap.dedent(body)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    """PRELUDE + body with ``mod`` as ``ext``, in a fresh interpreter
+    (``demo_harness.run``)."""
+    return demo_harness.run(PRELUDE.format(mod=mod) + textwrap.dedent(body), timeout)
 
 
 def ok(mod: str, body: str, timeout: float = 120) -> str:
-    done = run(mod, body, timeout)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return demo_harness.ok(PRELUDE.format(mod=mod) + textwrap.dedent(body), timeout)
 
 
 FORK_ONCE = """
