@@ -13,8 +13,10 @@ pub const DAG_VARS: usize = 64;
 
 /// Names of the timed workloads, in table order. `queue-10k` and
 /// `queue-1m` are `indep` with 10 000 and 1 000 000 ops pushed before the
-/// one `wait_all` (is the cost per op linear in what is queued?).
-pub const NAMES: [&str; 7] = [
+/// one `wait_all` (is the cost per op linear in what is queued?);
+/// `indep-batch` is `indep` pushed in batches of [`BATCH`] ops
+/// (`push_batch`), forksafe's alone.
+pub const NAMES: [&str; 8] = [
     "indep",
     "chain",
     "dag",
@@ -22,7 +24,11 @@ pub const NAMES: [&str; 7] = [
     "indep-2t",
     "queue-10k",
     "queue-1m",
+    "indep-batch",
 ];
+
+/// Ops per `push_batch` call in `indep-batch`.
+pub const BATCH: usize = 1024;
 
 /// Ops of one run of workload `name`.
 pub fn ops(name: &str) -> usize {
@@ -113,6 +119,20 @@ fn indep_range(engine: &Engine, vars: &[Var], n: usize) {
     }
 }
 
+fn indep_batches(engine: &Engine, vars: &[Var], n: usize) {
+    for start in (0..n).step_by(BATCH) {
+        let specs = (start..n.min(start + BATCH)).map(|i| {
+            engine
+                .op("indep")
+                .writes(&[&vars[i % vars.len()]])
+                .into_spec(|| {})
+        });
+        for pushed in engine.push_batch(specs) {
+            pushed.expect("push");
+        }
+    }
+}
+
 /// Runs workload `name` once and returns its wall time up to the final
 /// `wait_all`; `None` for an unknown name.
 pub fn run(engine: &Engine, fx: &Fixture, name: &str) -> Option<Duration> {
@@ -151,6 +171,7 @@ pub fn run(engine: &Engine, fx: &Fixture, name: &str) -> Option<Duration> {
             });
         }
         "queue-10k" | "queue-1m" => indep_range(engine, &fx.vars, ops(name)),
+        "indep-batch" => indep_batches(engine, &fx.vars, OPS),
         _ => return None,
     }
     engine.wait_all().expect("wait_all");

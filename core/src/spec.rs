@@ -95,6 +95,9 @@ pub struct OpSpec<P> {
     /// Whether the last write is a handle's var ([`OpSpec::handle_var`]),
     /// not counted against [`crate::MAX_OP_VARS`].
     pub(crate) handle: bool,
+    /// Whether a push at the pending bound fails with
+    /// [`crate::Error::Full`] instead of waiting for room.
+    pub(crate) fail_if_full: bool,
 }
 
 impl<P> OpSpec<P> {
@@ -130,6 +133,7 @@ impl<P> OpSpec<P> {
             run_on_error: false,
             action: Action::Sync,
             handle: false,
+            fail_if_full: false,
         }
     }
 
@@ -170,7 +174,16 @@ impl<P> OpSpec<P> {
             run_on_error: true,
             action,
             handle: false,
+            fail_if_full: false,
         }
+    }
+
+    /// A push of this op at the engine's pending bound fails with
+    /// [`crate::Error::Full`] instead of waiting for room (as
+    /// [`crate::CoreEngine::try_push`] does for every op it pushes).
+    pub fn fail_if_full(mut self) -> Self {
+        self.fail_if_full = true;
+        self
     }
 
     /// Vars the op reads.

@@ -105,6 +105,11 @@ pub use forksafe_core::{
 /// The core engine's sizing and limits, held by [`Config::core`].
 pub use forksafe_core::Config as CoreConfig;
 
+/// An op of the production engine built for a batch push: from
+/// [`OpBuilder::into_spec`], pushed with
+/// [`forksafe_core::CoreEngine::push_batch`].
+pub type OpSpec = forksafe_core::OpSpec<Task>;
+
 /// A var of the production engine: a handle naming a resource, whose
 /// version each completed write bumps. Vars survive a fork.
 pub type Var = forksafe_core::Var<Task>;

@@ -23,12 +23,9 @@ use forksafe_core::{BodyError, OpSpec};
 #[must_use = "an op is pushed only by one of the run methods"]
 pub struct OpBuilder<'e> {
     engine: &'e Engine,
-    /// Every setting of the op but the one core does not have: core's spec,
-    /// its body set by the run method.
+    /// Every setting of the op: core's spec, its body set by the run
+    /// method.
     spec: OpSpec<Task>,
-    /// Whether to push with `try_push`: the engine crate's one setting
-    /// beyond core's spec.
-    fail_if_full: bool,
 }
 
 impl std::fmt::Debug for OpBuilder<'_> {
@@ -49,7 +46,6 @@ impl<'e> OpBuilder<'e> {
         OpBuilder {
             engine,
             spec: OpSpec::empty().name(name),
-            fail_if_full: false,
         }
     }
 
@@ -94,19 +90,14 @@ impl<'e> OpBuilder<'e> {
     /// Fails with [`crate::Error::Full`] at the engine's pending bound
     /// instead of waiting for room.
     pub fn fail_if_full(mut self) -> Self {
-        self.fail_if_full = true;
+        self.spec = self.spec.fail_if_full();
         self
     }
 
     /// Pushes a sync op whose body cannot fail (a panic fails it).
     pub fn run(self, body: impl FnOnce() + Send + 'static) -> Result<OpId> {
-        self.push(
-            Task::new(move |_| {
-                body();
-                Ok(())
-            }),
-            false,
-        )
+        let engine = self.engine;
+        engine.push(self.into_spec(body))
     }
 
     /// Pushes a sync op whose body may fail: `Err(e)` poisons the vars it
@@ -130,22 +121,66 @@ impl<'e> OpBuilder<'e> {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
     {
-        self.push(Task::new(move |_| body().map_err(BodyError::new)), false)
+        let engine = self.engine;
+        engine.push(self.into_try_spec(body))
     }
 
     /// Pushes an async op: the body gets a [`Token`] and the op completes
     /// when the token is completed (or dropped, which fails it).
     pub fn run_async(self, body: impl FnOnce(Token) + Send + 'static) -> Result<OpId> {
-        self.push(
-            Task::new(move |token| {
+        let engine = self.engine;
+        engine.push(self.into_async_spec(body))
+    }
+
+    /// The op as a spec of an async op running `body` (as
+    /// [`OpBuilder::run_async`] pushes), for a batch push (see
+    /// [`OpBuilder::into_spec`]).
+    pub fn into_async_spec(self, body: impl FnOnce(Token) + Send + 'static) -> crate::OpSpec {
+        self.spec
+            .payload(Task::new(move |token| {
                 match token {
                     Some(t) => body(t),
                     None => return Err("async op run without a token".into()),
                 }
                 Ok(())
-            }),
-            true,
-        )
+            }))
+            .asynchronous()
+    }
+
+    /// The op as a spec running `body` (a sync op whose body cannot fail,
+    /// as [`OpBuilder::run`] pushes), for a batch push:
+    /// [`forksafe_core::CoreEngine::push_batch`] pushes many specs under
+    /// one fork-gate section and shares the ready queues' locks and
+    /// wake-ups between them.
+    ///
+    /// ```
+    /// let engine = forksafe::Engine::new(Default::default()).unwrap();
+    /// let v = engine.new_var().unwrap();
+    /// let specs = (0..100).map(|_| engine.op("step").writes(&[&v]).into_spec(|| {}));
+    /// let ids = engine.push_batch(specs);
+    /// assert!(ids.iter().all(Result::is_ok));
+    /// engine.wait_for_var(&v).unwrap();
+    /// assert_eq!(engine.var_version(&v).unwrap(), 100);
+    /// ```
+    pub fn into_spec(self, body: impl FnOnce() + Send + 'static) -> crate::OpSpec {
+        self.spec.payload(Task::new(move |_| {
+            body();
+            Ok(())
+        }))
+    }
+
+    /// The op as a spec running `body` (a sync op whose body may fail,
+    /// as [`OpBuilder::try_run`] pushes), for a batch push (see
+    /// [`OpBuilder::into_spec`]).
+    pub fn into_try_spec<E>(
+        self,
+        body: impl FnOnce() -> std::result::Result<(), E> + Send + 'static,
+    ) -> crate::OpSpec
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    {
+        self.spec
+            .payload(Task::new(move |_| body().map_err(BodyError::new)))
     }
 
     /// The engine the op is for.
@@ -170,18 +205,7 @@ impl<'e> OpBuilder<'e> {
         self,
         body: impl FnOnce() -> std::result::Result<(), String> + Send + 'static,
     ) -> Result<OpId> {
-        self.push(Task::new(move |_| Ok(body()?)), false)
-    }
-
-    fn push(self, task: Task, asynchronous: bool) -> Result<OpId> {
-        let mut spec = self.spec.payload(task);
-        if asynchronous {
-            spec = spec.asynchronous();
-        }
-        if self.fail_if_full {
-            self.engine.try_push(spec)
-        } else {
-            self.engine.push(spec)
-        }
+        let engine = self.engine;
+        engine.push(self.spec.payload(Task::new(move |_| Ok(body()?))))
     }
 }

@@ -43,6 +43,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("exit_with_pending_host_ops", exit_with_pending_host_ops),
     ("data_vars", data_vars),
     ("fork_inside_scope", fork_inside_scope),
+    ("batch_pending_at_fork", batch_pending_at_fork),
 ];
 
 /// Per-scenario watchdog (the scenario process and all it forked).
@@ -918,4 +919,58 @@ fn fork_inside_scope() -> Result<String, String> {
             }
         }
     }
+}
+
+/// `n` specs writing `var`, each logging its index after a short body.
+fn logged_batch(
+    e: &Engine,
+    var: &forksafe::Var,
+    n: usize,
+) -> (Vec<forksafe::OpSpec>, Arc<Mutex<Vec<usize>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let specs = (0..n)
+        .map(|i| {
+            let log = log.clone();
+            e.op("batched").writes(&[var]).into_spec(move || {
+                std::thread::sleep(Duration::from_micros(5));
+                log.lock().unwrap().push(i);
+            })
+        })
+        .collect();
+    (specs, log)
+}
+
+/// A fork while a batch's ops are pending: the parent's all run once, in
+/// order; the child's batch on the inherited engine runs in order.
+fn batch_pending_at_fork() -> Result<String, String> {
+    let e = engine(2, 1);
+    let v = e.new_var().map_err(|e| e.to_string())?;
+    let n = 2000;
+    let (specs, log) = logged_batch(&e, &v, n);
+    if let Some(err) = e.push_batch(specs).into_iter().find_map(Result::err) {
+        return Err(format!("parent's batch: {err}"));
+    }
+    let pid = fork_raw(|| {
+        let w = e.new_var().map_err(|e| e.to_string())?;
+        let (specs, log) = logged_batch(&e, &w, 100);
+        if let Some(err) = e.push_batch(specs).into_iter().find_map(Result::err) {
+            return Err(format!("child's batch: {err}"));
+        }
+        e.wait_for_var(&w).map_err(|e| e.to_string())?;
+        let got = log.lock().unwrap().clone();
+        if got != (0..100).collect::<Vec<_>>() {
+            return Err(format!("child's batch ran as {got:?}"));
+        }
+        Ok("child: a batch of 100 ran in order".into())
+    })?;
+    wait_child(pid, CHILD_LIMIT)?;
+    e.wait_for_var(&v).map_err(|e| e.to_string())?;
+    let got = log.lock().unwrap().clone();
+    if got != (0..n).collect::<Vec<_>>() {
+        return Err(format!(
+            "parent's batch ran {} ops, out of order or twice",
+            got.len()
+        ));
+    }
+    Ok(format!("parent: a batch of {n} ran once each, in order"))
 }

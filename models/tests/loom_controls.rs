@@ -397,6 +397,8 @@ control_pairs! {
     caught_writer_joins_readers, sound_writer_joins_readers: WriterJoinsReaders, writer_joins_readers, "an overlapping access", ["access grant (I9) broken", "Causality violation"];
     caught_idle_after_last_look, _: IdleAfterLastLook, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
     caught_wanted_read_before_queue, _: WantedReadBeforeQueue, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    caught_idle_after_last_look_by_a_batch, _: IdleAfterLastLook, batch_push_meets_a_parking_worker, "a deadlock", ["deadlock"];
+    caught_wanted_read_before_queue_by_a_batch, _: WantedReadBeforeQueue, batch_push_meets_a_parking_worker, "a deadlock", ["deadlock"];
     caught_pause_first_queue_only, sound_pause_first_queue_only: PauseFirstQueueOnly, pause_first_queue_only, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
     caught_inline_ignores_pause, sound_inline_ignores_pause: InlineIgnoresPause, inline_ignores_pause, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
     caught_completion_skips_fence, sound_completion_skips_fence: CompletionSkipsFence, completion_skips_fence, "a deadlock", ["deadlock"];
@@ -495,6 +497,19 @@ fn sound_fork_window_refuses_forker() {
 #[test]
 fn sound_push_meets_a_parking_worker() {
     push_meets_a_parking_worker_one();
+}
+
+/// (s), (t) The same edge met by a batch push: two ops queued in one hold
+/// of the queue's lock. Threads: main + 1 compute.
+fn batch_push_meets_a_parking_worker() {
+    check("batch_push_meets_a_parking_worker", || {
+        common::batch_push_meets_a_parking_worker()
+    });
+}
+
+#[test]
+fn sound_batch_push_meets_a_parking_worker() {
+    batch_push_meets_a_parking_worker();
 }
 
 /// The same edge with two workers and two slots: a worker whose home slot

@@ -130,6 +130,8 @@ control_pairs! {
     caught_idle_after_last_look, _: IdleAfterLastLook, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
     caught_idle_after_last_look_on_two_queues, _: IdleAfterLastLook, push_meets_parking_workers_on_two_queues, "a deadlock", ["deadlock"];
     caught_wanted_read_before_queue, _: WantedReadBeforeQueue, push_meets_a_parking_worker_one, "a deadlock", ["deadlock"];
+    caught_idle_after_last_look_by_a_batch, _: IdleAfterLastLook, batch_push_meets_a_parking_worker, "a deadlock", ["deadlock"];
+    caught_wanted_read_before_queue_by_a_batch, _: WantedReadBeforeQueue, batch_push_meets_a_parking_worker, "a deadlock", ["deadlock"];
     /// (u) I3 across slots: with the mutant a worker starts an op on the slot
     /// the quiesce did not pause.
     caught_pause_first_queue_only, sound_pause_first_queue_only: PauseFirstQueueOnly, quiesce_holds_every_slot, "the I3 assertion", ["an op ran while a quiesce held (I3)"];
@@ -304,4 +306,9 @@ fn sound_push_meets_a_parking_worker() {
 #[test]
 fn sound_push_meets_parking_workers_on_two_queues() {
     sound(push_meets_parking_workers_on_two_queues);
+}
+
+#[test]
+fn sound_batch_push_meets_a_parking_worker() {
+    sound(batch_push_meets_a_parking_worker);
 }

@@ -7,7 +7,9 @@
 use crate::forking::{exit_now, read_pipe, wait_child, write_fd};
 use crate::program::{fail_message, mix, panic_message, Mode, OpStmt, Outcome, Program, Stmt};
 use crate::reference::{BodyWait, Fate, Model, Predicted, RefKind, RefOp};
-use forksafe::{Config, CoreConfig, Engine, Error, Forked, QuiesceGuard, State, Token, Var};
+use forksafe::{
+    Config, CoreConfig, Engine, Error, Forked, OpSpec, QuiesceGuard, State, Token, Var,
+};
 use forksafe_testkit::GilBridge;
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
@@ -38,6 +40,10 @@ pub struct Options {
     /// The engine's `CoreConfig::run_inline_from` (pushers running ready ops
     /// themselves; docs/DESIGN.md "Running inline").
     pub run_inline_from: Option<usize>,
+    /// Push each run of consecutive op statements with one `push_batch`
+    /// (with one pusher): the reference takes them as single pushes in
+    /// program order, which a batch must equal.
+    pub batch: bool,
 }
 
 impl Default for Options {
@@ -49,6 +55,7 @@ impl Default for Options {
             settle_threads: true,
             pushers: 1,
             run_inline_from: None,
+            batch: false,
         }
     }
 }
@@ -185,6 +192,20 @@ fn submit(
     idx: usize,
     op: &OpStmt,
 ) -> (Result<u64, Error>, RefKind) {
+    let (spec, kind) = spec_of(engine, vars, shared, timeout, idx, op);
+    (engine.push(spec), kind)
+}
+
+/// Op statement `idx` as a spec for `engine`, and the op as the reference
+/// sees it (vars reduced modulo the count).
+fn spec_of(
+    engine: &Arc<Engine>,
+    vars: &[Var],
+    shared: &Arc<Shared>,
+    timeout: Duration,
+    idx: usize,
+    op: &OpStmt,
+) -> (OpSpec, RefKind) {
     let n = vars.len();
     let reads: Vec<&Var> = op.reads.iter().map(|&v| &vars[v as usize % n]).collect();
     let writes: Vec<&Var> = op.writes.iter().map(|&v| &vars[v as usize % n]).collect();
@@ -210,14 +231,14 @@ fn submit(
         engine: Arc::downgrade(engine),
         timeout,
     };
-    let got = match (op.mode, op.outcome) {
-        (Mode::Sync, Outcome::Fail) => b.try_run(move || {
+    let spec = match (op.mode, op.outcome) {
+        (Mode::Sync, Outcome::Fail) => b.into_try_spec(move || {
             body.enter();
             Err(fail_message(body.idx))
         }),
-        (Mode::Sync, _) => b.run(move || body.sync()),
-        (Mode::AsyncInline, _) => b.run_async(move |token| body.async_inline(token)),
-        (Mode::AsyncThread, _) => b.run_async(move |token| {
+        (Mode::Sync, _) => b.into_spec(move || body.sync()),
+        (Mode::AsyncInline, _) => b.into_async_spec(move |token| body.async_inline(token)),
+        (Mode::AsyncThread, _) => b.into_async_spec(move |token| {
             body.enter();
             std::thread::spawn(move || body.async_helper(token));
         }),
@@ -225,7 +246,7 @@ fn submit(
     let mut op = op.clone();
     op.reads = op.reads.iter().map(|&v| (v as usize % n) as u8).collect();
     op.writes = op.writes.iter().map(|&v| (v as usize % n) as u8).collect();
-    (got, RefKind::User { idx, op })
+    (spec, RefKind::User { idx, op })
 }
 
 /// How many threads this process has (0 if unknown).
@@ -277,6 +298,13 @@ impl Runner<'_> {
             let run_end = (idx..stmts.len())
                 .find(|&i| !matches!(stmts[i], Stmt::Op(_)))
                 .unwrap_or(stmts.len());
+            if self.options.batch && run_end - idx >= 2 {
+                self.push_batch(idx..run_end)
+                    .map_err(|e| format!("at s{idx}..s{run_end} (one batch): {e}"))?;
+                self.check_violations()?;
+                idx = run_end;
+                continue;
+            }
             if self.options.pushers > 1 && run_end - idx >= 2 {
                 self.push_concurrently(idx..run_end)
                     .map_err(|e| format!("at s{idx}..s{run_end} (pushed at once): {e}"))?;
@@ -335,6 +363,33 @@ impl Runner<'_> {
         });
         results.sort_by_key(|(idx, got, _)| (got.as_ref().map_or(u64::MAX, |id| *id), *idx));
         for (idx, got, kind) in results {
+            self.pushed(got, kind, Some(idx))
+                .map_err(|e| format!("s{idx}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Pushes the op statements `run` with one `push_batch`, then records
+    /// each result as the single push in program order it must equal.
+    fn push_batch(&mut self, run: std::ops::Range<usize>) -> Result<(), String> {
+        let stmts = &self.program.stmts;
+        let (engine, vars, shared, timeout) = (
+            &self.engine,
+            &self.vars,
+            &self.shared,
+            self.options.wait_timeout,
+        );
+        let (specs, kinds): (Vec<OpSpec>, Vec<(usize, RefKind)>) = run
+            .filter_map(|idx| match &stmts[idx] {
+                Stmt::Op(op) => {
+                    let (spec, kind) = spec_of(engine, vars, shared, timeout, idx, op);
+                    Some((spec, (idx, kind)))
+                }
+                _ => None,
+            })
+            .unzip();
+        let results = engine.push_batch(specs);
+        for (got, (idx, kind)) in results.into_iter().zip(kinds) {
             self.pushed(got, kind, Some(idx))
                 .map_err(|e| format!("s{idx}: {e}"))?;
         }

@@ -30,6 +30,7 @@ const PROPERTIES: &[(&str, u32, Property)] = &[
     ("programs_with_forks", 1000, programs_with_forks),
     ("programs_with_pushers", 1500, programs_with_pushers),
     ("programs_run_inline", 1000, programs_run_inline),
+    ("programs_batched", 1500, programs_batched),
     ("lifecycle", 1000, lifecycle),
     ("decode_roundtrip", 2000, decode_roundtrip),
     ("data_vars", 1000, data_vars),
@@ -210,6 +211,31 @@ fn programs(cases: u32) -> Result<String, String> {
 /// those ops in the engine's id order (I1 across pushers), with forks.
 fn programs_with_pushers(cases: u32) -> Result<String, String> {
     differential(cases, true, 3)
+}
+
+/// The same with each run of consecutive op statements pushed by one
+/// `push_batch`, with forks: a batch gives what the same pushes one by one
+/// give; half the cases also run ops inline (`run_inline_from: Some(1)`).
+fn programs_batched(cases: u32) -> Result<String, String> {
+    let half = cases / 2;
+    let plain = differential_with(
+        half.max(1),
+        Options {
+            forks: true,
+            batch: true,
+            ..Options::default()
+        },
+    )?;
+    let inline = differential_with(
+        (cases - half).max(1),
+        Options {
+            forks: true,
+            batch: true,
+            run_inline_from: Some(1),
+            ..Options::default()
+        },
+    )?;
+    Ok(format!("{plain}; run inline: {inline}"))
 }
 
 /// The same with pushers that run ops inline (`run_inline_from: Some(1)`:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import atexit as _atexit
 import concurrent.futures as _cf
+from concurrent.futures import _base as _cf_base
 import os as _os
 import threading as _threading
 import weakref as _weakref
@@ -89,6 +90,11 @@ __all__ = [
 
 # Every engine made from Python, so the exit hook can shut each down.
 _live: "_weakref.WeakSet[Engine]" = _weakref.WeakSet()
+# Guards the first use of an OpFuture's lazily made fields (OpFuture._lazy).
+_LAZY_FIELDS = _threading.Lock()
+_DONE_STATES = frozenset(
+    (_cf_base.CANCELLED, _cf_base.CANCELLED_AND_NOTIFIED, _cf_base.FINISHED)
+)
 _default: "Engine | None" = None
 _default_lock = _threading.Lock()
 _fork_drain_override: float | None = None
@@ -123,7 +129,13 @@ class OpFuture(_cf.Future):
     """
 
     def __init__(self, name: str = "op", engine: Optional["Engine"] = None) -> None:
-        super().__init__()
+        # Not Future.__init__: its condition (about 1.4 KB with its lock
+        # and deque), waiter list and callback list are made on first use
+        # (`_condition` below), which most pending futures never see. The
+        # state fields are Future's own, so every Future method works.
+        self._state = _cf_base.PENDING
+        self._result: Any = None
+        self._exception: Optional[BaseException] = None
         self.op_id: Optional[int] = None
         self.name = name
         self._epoch = fork_epoch()
@@ -132,12 +144,41 @@ class OpFuture(_cf.Future):
         # (a kernel's: the host op that follows it).
         self._wait_id: Optional[int] = None
 
+    def _lazy(self, field: str, make: Callable[[], Any]) -> Any:
+        value = self.__dict__.get(field)
+        if value is None:
+            with _LAZY_FIELDS:
+                value = self.__dict__.get(field)
+                if value is None:
+                    value = self.__dict__[field] = make()
+        return value
+
+    # Future's condition, waiter list and callback list, made on first
+    # use; every Future method and `concurrent.futures.wait` reach them
+    # through these names. Made under `_LAZY_FIELDS`, which the fast
+    # resolve below also holds: a waiter either finds the future done or
+    # has made the condition the resolve then notifies.
+    @property
+    def _condition(self) -> _threading.Condition:  # type: ignore[override]
+        return self._lazy("_condition_", _threading.Condition)
+
+    @property
+    def _waiters(self) -> list:  # type: ignore[override]
+        return self._lazy("_waiters_", list)
+
+    @property
+    def _done_callbacks(self) -> list:  # type: ignore[override]
+        return self._lazy("_done_callbacks_", list)
+
+    def _is_done(self) -> bool:
+        return self._state in _DONE_STATES
+
     def _wait_inside_op(self, timeout: Optional[float]) -> None:
         # Inside an op of its engine, `result` is an engine wait: the wait
         # rule holds (WaitOnSelfError, never a deadlock) and the blocked
         # callback's worker gets a stand-in, so the op can run.
         eng = self._engine
-        if eng is None or self.op_id is None or super().done():
+        if eng is None or self.op_id is None or self._is_done():
             return
         if eng.current_op() is None:
             return
@@ -150,6 +191,17 @@ class OpFuture(_cf.Future):
     def _forksafe_resolve(self, ok: bool, value: Any) -> None:
         # Called once by the engine (twice only in a fork child racing a
         # lost-op check): the second call finds it done and does nothing.
+        # Nobody has waited or added a callback yet (no condition made):
+        # the state is set here, with nothing to notify.
+        with _LAZY_FIELDS:
+            if "_condition_" not in self.__dict__:
+                if self._state == _cf_base.PENDING:
+                    if ok:
+                        self._result = value
+                    else:
+                        self._exception = value
+                    self._state = _cf_base.FINISHED
+                return
         try:
             if ok:
                 self.set_result(value)
@@ -159,7 +211,7 @@ class OpFuture(_cf.Future):
             pass
 
     def _check_lost(self) -> None:
-        if self._epoch != fork_epoch() and not super().done():
+        if self._epoch != fork_epoch() and not self._is_done():
             self._forksafe_resolve(False, _native._lost_error(self.name, self.op_id))
 
     def cancel(self) -> bool:
@@ -167,7 +219,7 @@ class OpFuture(_cf.Future):
 
     def done(self) -> bool:
         self._check_lost()
-        return super().done()
+        return self._is_done()
 
     def running(self) -> bool:
         # As concurrent.futures: started and not done (a queued op is not).
@@ -198,7 +250,7 @@ class OpFuture(_cf.Future):
         super().add_done_callback(fn)
 
     def __repr__(self) -> str:
-        state = "done" if super().done() else "pending"
+        state = "done" if self._is_done() else "pending"
         return f"<forksafe.OpFuture {self.name!r} #{self.op_id} {state}>"
 
 
@@ -217,7 +269,8 @@ class Engine(_native.Engine):
     inside ops may block at once, each with a stand-in worker).
 
     Data: ``data(array)``, ``get(data, timeout=None)``. Ops, each returning
-    an :class:`OpFuture`: ``push`` (a Python callable, host lane), the Rust
+    an :class:`OpFuture`: ``push`` (a Python callable, host lane; a batch
+    of them with ``push_many``, which returns a list of futures), the Rust
     kernels ``add``/``mul``/``scale``/``copy``/``fill`` and ``sum``/``mean``/
     ``max``, and ``sleep`` (compute lane, GIL released). Waits and more:
     ``new_var``, ``wait``, ``wait_all``, ``clear_poison``, ``delete_var``,
@@ -265,6 +318,49 @@ class Engine(_native.Engine):
             run_on_error=run_on_error,
         )
         return fut
+
+    def push_many(
+        self,
+        fn: Callable[..., Any],
+        args: Iterable[Iterable[Any]],
+        /,
+        *,
+        reads: Optional[Iterable[Optional[Iterable[Any]]]] = None,
+        writes: Optional[Iterable[Optional[Iterable[Any]]]] = None,
+        name: Optional[str] = None,
+        priority: str = "normal",
+        run_on_error: bool = False,
+    ) -> list[OpFuture]:
+        """Pushes one host-lane op per item of ``args``, in order, as that
+        many :meth:`push` calls would, in one batch: op ``i`` calls
+        ``fn(*arrays, *args[i])`` with ``reads[i]`` and ``writes[i]`` (each
+        list ``None`` for no vars, or one entry per op). Returns the ops'
+        futures in order.
+
+        Every item is checked first: a bad one (``fn`` not callable, lists
+        of different lengths, an item that is not a ``Var`` or ``Data``, a
+        var named twice by one op, a var of another engine), or an engine
+        that has shut down, raises as :meth:`push` would and nothing is
+        pushed. An op the engine refuses while the batch is pushed (a
+        deleted var, a shutdown begun meanwhile, the pending bound with the
+        batch pushed from inside an op) has its future failed with the
+        exception :meth:`push` would raise; the others are pushed.
+        """
+        items = [tuple(a) for a in args]
+        per_op = [None if x is None else [_names(v) for v in x] for x in (reads, writes)]
+        label = str(name or getattr(fn, "__qualname__", "callback"))
+        futures = [OpFuture(label, self) for _ in items]
+        self._push_many(
+            fn,
+            futures,
+            items,
+            reads_list=per_op[0],
+            writes_list=per_op[1],
+            name=name,
+            priority=priority,
+            run_on_error=run_on_error,
+        )
+        return futures
 
     def _run_kernel(self, kind: str, inputs: list, out: Any = None,
                     scalar: Any = None, name: Optional[str] = None) -> OpFuture:
@@ -379,9 +475,12 @@ _holds: dict[int, ForkHold] = {}
 
 def _before_fork() -> None:
     _holds[_threading.get_ident()] = _native._before_fork(fork_drain(), list(_live))
+    # No thread holds it across the fork: the child's futures use it.
+    _LAZY_FIELDS.acquire()
 
 
 def _after_fork_parent() -> None:
+    _LAZY_FIELDS.release()
     hold = _holds.pop(_threading.get_ident(), None)
     if hold is not None:
         hold.release()
@@ -391,6 +490,7 @@ def _after_fork_child() -> None:
     # docs/DESIGN.md: the child does nothing eager; each engine settles at its
     # first call. The held quiesces belong to the parent's epoch and are
     # inert here; the other threads' entries are the parent's.
+    _LAZY_FIELDS.release()
     holds = list(_holds.values())
     _holds.clear()
     for hold in holds:

@@ -75,6 +75,10 @@ class Engine:
     def _push(self, fn_: Any, future: Any, /, *, reads: Any = ..., writes: Any = ...,
               name: Optional[str] = ..., args: Any = ..., kwargs: Optional[dict] = ...,
               priority: str = ..., run_on_error: bool = ...) -> int: ...
+    def _push_many(self, fn_: Any, futures: list, args_list: list, /, *,
+                   reads_list: Optional[list] = ..., writes_list: Optional[list] = ...,
+                   name: Optional[str] = ..., priority: str = ...,
+                   run_on_error: bool = ...) -> list[Optional[int]]: ...
     def _kernel(self, kind: str, future: Any, inputs: list, out: Any = ...,
                 scalar: Any = ..., *, name: Optional[str] = ...) -> int: ...
     def _sleep(self, seconds_: float, future: Any, /, *, reads: Any = ...,

@@ -216,6 +216,119 @@ fn unique<'a>(vars: impl IntoIterator<Item = &'a Var>) -> Vec<&'a Var> {
     out
 }
 
+/// The settings every op of one `push` or `push_many` call shares.
+struct HostOpSettings {
+    name: String,
+    priority: forksafe::Priority,
+    run_on_error: bool,
+}
+
+impl HostOpSettings {
+    fn new(
+        fn_: &Bound<'_, PyAny>,
+        name: Option<String>,
+        priority: &str,
+        run_on_error: bool,
+        what: &str,
+    ) -> PyResult<Self> {
+        if !fn_.is_callable() {
+            return Err(PyTypeError::new_err(format!("{what}: fn must be callable")));
+        }
+        let name = match name {
+            Some(n) => n,
+            None => fn_
+                .getattr("__qualname__")
+                .and_then(|n| n.extract::<String>())
+                .unwrap_or_else(|_| "callback".into()),
+        };
+        Ok(HostOpSettings {
+            name,
+            priority: parse_priority(priority)?,
+            run_on_error,
+        })
+    }
+}
+
+/// References held across a push: if the engine drops a refused op's
+/// payload inside the push, that drop only decrements and runs no Python
+/// code under an engine lock (H1); these are released afterwards, with the
+/// GIL and no engine lock.
+type Keep<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyTuple>,
+    Option<Bound<'py, PyDict>>,
+    Bound<'py, PyAny>,
+);
+
+impl PyEngine {
+    /// One host op's spec: `fn_(*arrays, *args, **kwargs)` with `reads`
+    /// and `writes`, resolving `future`; checked, not pushed.
+    #[allow(clippy::too_many_arguments)]
+    fn host_spec<'py>(
+        &self,
+        py: Python<'py>,
+        fn_: &Bound<'py, PyAny>,
+        future: &Bound<'py, PyAny>,
+        reads: Option<Bound<'py, PyAny>>,
+        writes: Option<Bound<'py, PyAny>>,
+        args: Option<Bound<'py, PyAny>>,
+        kwargs: Option<Bound<'py, PyDict>>,
+        settings: &HostOpSettings,
+        what: &str,
+    ) -> PyResult<(forksafe::OpSpec, Keep<'py>)> {
+        let reads = reads.map_or(Ok(Vec::new()), |r| named_of(&r, "reads"))?;
+        let writes = writes.map_or(Ok(Vec::new()), |w| named_of(&w, "writes"))?;
+        for w in &writes {
+            if let Named::Data(d) = w {
+                if !d.writeable(py) {
+                    return Err(PyValueError::new_err(format!(
+                        "{what}: a data var in writes holds a read-only array"
+                    )));
+                }
+            }
+        }
+        let args = match args {
+            None => PyTuple::empty(py),
+            Some(a) => a
+                .try_iter()
+                .and_then(|it| it.collect::<PyResult<Vec<_>>>())
+                .and_then(|v| PyTuple::new(py, v))
+                .map_err(|_| PyTypeError::new_err(format!("{what}: args must be an iterable")))?,
+        };
+        let read_vars: Vec<Var> = reads.iter().map(|n| n.var().clone()).collect();
+        let write_vars: Vec<Var> = writes.iter().map(|n| n.var().clone()).collect();
+        let keep = (fn_.clone(), args.clone(), kwargs.clone(), future.clone());
+        let all_vars: Vec<Var> = read_vars.iter().chain(&write_vars).cloned().collect();
+        let call = HostCall {
+            func: HostObj::new(fn_.clone().unbind()),
+            args: HostObj::new(args.into_any().unbind()),
+            kwargs: kwargs.map(|k| HostObj::new(k.into_any().unbind())),
+            data: reads
+                .into_iter()
+                .map(|n| (n, false))
+                .chain(writes.into_iter().map(|n| (n, true)))
+                .filter_map(|(n, w)| match n {
+                    Named::Data(d) => Some((d, w)),
+                    Named::Plain(_) => None,
+                })
+                .collect(),
+            reads: read_vars.len(),
+            resolver: Resolver::new(future, self.engine.downgrade(), all_vars),
+        };
+        let mut op = self
+            .engine
+            .op(settings.name.clone())
+            .reads(&read_vars.iter().collect::<Vec<_>>())
+            .writes(&write_vars.iter().collect::<Vec<_>>())
+            .host()
+            .priority(settings.priority);
+        if settings.run_on_error {
+            op = op.run_on_error();
+        }
+        Ok((op.into_try_spec(move || call.run()), keep))
+    }
+}
+
 /// A dependency engine. Ops declare the vars they read and write and run in
 /// per-var push order: Python callables on the host lane (with the GIL
 /// held), built-in Rust kernels over data vars' numpy arrays on the compute
@@ -337,86 +450,93 @@ impl PyEngine {
         priority: &str,
         run_on_error: bool,
     ) -> PyResult<u64> {
-        if !fn_.is_callable() {
-            return Err(PyTypeError::new_err("push: fn must be callable"));
-        }
-        let reads = reads.map_or(Ok(Vec::new()), |r| named_of(&r, "reads"))?;
-        let writes = writes.map_or(Ok(Vec::new()), |w| named_of(&w, "writes"))?;
-        for w in &writes {
-            if let Named::Data(d) = w {
-                if !d.writeable(py) {
-                    return Err(PyValueError::new_err(
-                        "push: a data var in writes holds a read-only array",
-                    ));
-                }
-            }
-        }
-        let args = match args {
-            None => PyTuple::empty(py),
-            Some(a) => a
-                .try_iter()
-                .and_then(|it| it.collect::<PyResult<Vec<_>>>())
-                .and_then(|v| PyTuple::new(py, v))
-                .map_err(|_| PyTypeError::new_err("push: args must be an iterable"))?,
-        };
-        let name = match name {
-            Some(n) => n,
-            None => fn_
-                .getattr("__qualname__")
-                .and_then(|n| n.extract::<String>())
-                .unwrap_or_else(|_| "callback".into()),
-        };
-        let read_vars: Vec<Var> = reads.iter().map(|n| n.var().clone()).collect();
-        let write_vars: Vec<Var> = writes.iter().map(|n| n.var().clone()).collect();
-        let describe = |list: &[Named]| {
-            list.iter()
-                .map(|n| match n {
-                    Named::Plain(v) => format!("Var #{}", v.id()),
-                    Named::Data(d) => format!("Data #{}", d.var.id()),
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let vars = format!("reads: {}; writes: {}", describe(&reads), describe(&writes));
-        // An extra reference held across the push: if the engine drops the
-        // payload inside the push (a refused op), that drop only decrements
-        // and runs no Python code under an engine lock (H1); ours is
-        // released here afterwards, with the GIL and no engine lock.
-        let keep = (fn_.clone(), args.clone(), kwargs.clone(), future.clone());
-        let all_vars: Vec<Var> = read_vars.iter().chain(&write_vars).cloned().collect();
-        let call = HostCall {
-            func: HostObj::new(fn_.unbind()),
-            args: HostObj::new(args.into_any().unbind()),
-            kwargs: kwargs.map(|k| HostObj::new(k.into_any().unbind())),
-            data: reads
-                .into_iter()
-                .map(|n| (n, false))
-                .chain(writes.into_iter().map(|n| (n, true)))
-                .filter_map(|(n, w)| match n {
-                    Named::Data(d) => Some((d, w)),
-                    Named::Plain(_) => None,
-                })
-                .collect(),
-            vars,
-            resolver: Resolver::new(&future, self.engine.downgrade(), all_vars, name.clone()),
-        };
-        let mut op = self
-            .engine
-            .op(name)
-            .reads(&read_vars.iter().collect::<Vec<_>>())
-            .writes(&write_vars.iter().collect::<Vec<_>>())
-            .host()
-            .priority(parse_priority(priority)?);
-        if run_on_error {
-            op = op.run_on_error();
-        }
+        let settings = HostOpSettings::new(&fn_, name, priority, run_on_error, "push")?;
+        let (spec, keep) = self.host_spec(
+            py, &fn_, &future, reads, writes, args, kwargs, &settings, "push",
+        )?;
         let may_wait = self.engine.config().core.max_pending.is_some();
-        let pushed = push_from_python(py, may_wait, move || op.try_run(move || call.run()));
+        let engine = &self.engine;
+        let pushed = push_from_python(py, may_wait, move || engine.push(spec));
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
         drop(keep);
         drain_deferred(py);
         Ok(id)
+    }
+
+    /// The native batch push behind `forksafe.Engine.push_many`: op `i`
+    /// calls `fn_(*arrays, *args_list[i])` with `reads_list[i]` and
+    /// `writes_list[i]` (each list `None` or one entry per op), and
+    /// resolves `futures[i]`. Every item is checked before any is pushed
+    /// (`CoreEngine::check`: a bad one raises and nothing is pushed); then
+    /// all are pushed in one batch (`push_batch`), and an op the engine
+    /// still refuses has its future failed with the error a single push
+    /// would raise. Returns each op's id, `None` for a refused one.
+    #[pyo3(signature = (fn_, futures, args_list, /, *, reads_list=None, writes_list=None,
+                        name=None, priority="normal", run_on_error=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn _push_many(
+        &self,
+        py: Python<'_>,
+        fn_: Bound<'_, PyAny>,
+        futures: Vec<Bound<'_, PyAny>>,
+        args_list: Vec<Bound<'_, PyAny>>,
+        reads_list: Option<Vec<Bound<'_, PyAny>>>,
+        writes_list: Option<Vec<Bound<'_, PyAny>>>,
+        name: Option<String>,
+        priority: &str,
+        run_on_error: bool,
+    ) -> PyResult<Vec<Option<u64>>> {
+        let n = futures.len();
+        let lengths_agree = args_list.len() == n
+            && reads_list.as_ref().is_none_or(|l| l.len() == n)
+            && writes_list.as_ref().is_none_or(|l| l.len() == n);
+        if !lengths_agree {
+            return Err(PyValueError::new_err(
+                "push_many: args, reads and writes need one entry per op",
+            ));
+        }
+        let settings = HostOpSettings::new(&fn_, name, priority, run_on_error, "push_many")?;
+        let mut specs = Vec::with_capacity(n);
+        let mut keeps = Vec::with_capacity(n);
+        for (i, (future, args)) in futures.iter().zip(args_list).enumerate() {
+            let reads = reads_list.as_ref().map(|l| l[i].clone());
+            let writes = writes_list.as_ref().map(|l| l[i].clone());
+            let (spec, keep) = self.host_spec(
+                py,
+                &fn_,
+                future,
+                reads,
+                writes,
+                Some(args),
+                None,
+                &settings,
+                "push_many",
+            )?;
+            self.engine.check(&spec).py_err(py)?;
+            specs.push(spec);
+            keeps.push(keep);
+        }
+        let may_wait = self.engine.config().core.max_pending.is_some();
+        let engine = &self.engine;
+        let pushed = push_from_python(py, may_wait, move || engine.push_batch(specs));
+        let mut ids = Vec::with_capacity(n);
+        for (future, result) in futures.iter().zip(pushed) {
+            match result {
+                Ok(id) => {
+                    let _ = future.setattr("op_id", id);
+                    ids.push(Some(id));
+                }
+                Err(e) => {
+                    let err = to_py(py, e).into_value(py).into_bound(py).into_any();
+                    crate::future::resolve(py, future, false, err);
+                    ids.push(None);
+                }
+            }
+        }
+        drop(keeps);
+        drain_deferred(py);
+        Ok(ids)
     }
 
     /// The native kernels behind `forksafe.Engine.add` and friends: `kind`
@@ -745,12 +865,7 @@ impl PyEngine {
         });
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
-        let resolver = Resolver::new(
-            &future,
-            self.engine.downgrade(),
-            vec![done.clone()],
-            name.clone(),
-        );
+        let resolver = Resolver::new(&future, self.engine.downgrade(), vec![done.clone()]);
         let engine = self.engine.downgrade();
         let resolve_done = done.clone();
         let resolve = self

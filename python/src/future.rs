@@ -136,22 +136,24 @@ pub(crate) struct Resolver {
     future: Option<HostObj>,
     engine: WeakEngineRef,
     vars: Vec<Var>,
-    name: String,
 }
 
 impl Resolver {
-    pub(crate) fn new(
-        future: &Bound<'_, PyAny>,
-        engine: WeakEngineRef,
-        vars: Vec<Var>,
-        name: String,
-    ) -> Self {
+    pub(crate) fn new(future: &Bound<'_, PyAny>, engine: WeakEngineRef, vars: Vec<Var>) -> Self {
         Resolver {
             future: Some(HostObj::new(future.clone().unbind())),
             engine,
             vars,
-            name,
         }
+    }
+
+    /// The op's name, as its future carries it (`OpFuture.name`, set from
+    /// the same name the op was pushed with): read when an error needs it,
+    /// so a pending op keeps no copy of its own.
+    fn name(&self, py: Python<'_>) -> String {
+        self.future
+            .as_ref()
+            .map_or_else(|| "op".to_string(), |f| future_name(py, f))
     }
 
     /// Resolves with a value (`ok`) or an exception; the GIL is held.
@@ -167,6 +169,15 @@ impl Resolver {
     }
 }
 
+/// `future.name` as text; "op" for a future without one.
+fn future_name(py: Python<'_>, future: &HostObj) -> String {
+    future
+        .bind(py)
+        .getattr("name")
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "op".to_string())
+}
+
 impl Drop for Resolver {
     fn drop(&mut self) {
         let Some(future) = self.future.take() else {
@@ -174,9 +185,9 @@ impl Drop for Resolver {
         };
         let engine = self.engine.clone();
         let vars = std::mem::take(&mut self.vars);
-        let name = std::mem::take(&mut self.name);
         let job = move |py: Python<'_>| {
             let id = Resolver::op_id(py, &future);
+            let name = future_name(py, &future);
             let err = unrun_error(py, &engine, &vars, &name, id);
             resolve(py, future.bind(py), false, err);
         };
@@ -196,9 +207,31 @@ pub(crate) struct HostCall {
     pub(crate) kwargs: Option<HostObj>,
     /// Data vars in call order (reads, then writes) and whether written.
     pub(crate) data: Vec<(Arc<DataInner>, bool)>,
-    /// The op's vars, described (for the `OpError` of a failure).
-    pub(crate) vars: String,
+    /// How many of the resolver's vars (reads first, then writes) the op
+    /// reads: the `OpError` of a failure describes them from that, so a
+    /// pending op keeps no text of its own.
+    pub(crate) reads: usize,
     pub(crate) resolver: Resolver,
+}
+
+/// The op's vars as an `OpError` names them: `reads: Var #1, Data #2;
+/// writes: …` (a var is a `Data` when a data var of the call has it).
+fn describe_vars(vars: &[Var], reads: usize, data: &[(Arc<DataInner>, bool)]) -> String {
+    let name = |v: &Var| {
+        let kind = if data.iter().any(|(d, _)| d.var == *v) {
+            "Data"
+        } else {
+            "Var"
+        };
+        format!("{kind} #{}", v.id())
+    };
+    let list = |vs: &[Var]| vs.iter().map(name).collect::<Vec<_>>().join(", ");
+    let reads = reads.min(vars.len());
+    format!(
+        "reads: {}; writes: {}",
+        list(&vars[..reads]),
+        list(&vars[reads..])
+    )
 }
 
 impl HostCall {
@@ -221,7 +254,7 @@ impl HostCall {
                 args,
                 kwargs,
                 data,
-                vars,
+                reads,
                 resolver,
             } = self;
             let result = (|| {
@@ -249,12 +282,13 @@ impl HostCall {
                     if let Some(tb) = e.traceback(py) {
                         let _ = exc.setattr("__traceback__", tb);
                     }
+                    let name = resolver.name(py);
                     let facts = OpFacts {
-                        name: &resolver.name,
+                        name: &name,
                         id: forksafe::running_op(),
                         kind: "failed",
                         message: exc.str().map(|s| s.to_string()).unwrap_or_default(),
-                        vars: Some(vars),
+                        vars: Some(describe_vars(&resolver.vars, reads, &data)),
                     };
                     let op_error = new_op_error(py, facts, Some(&exc));
                     let has_cause = exc
@@ -311,7 +345,7 @@ pub(crate) fn kernel_resolution(
     match value {
         Some(v) => resolver.resolve(py, true, v.into_bound(py)),
         None => {
-            let name = resolver.name.clone();
+            let name = resolver.name(py);
             let err = unrun_error(py, engine, std::slice::from_ref(done), &name, kernel_id);
             resolver.resolve(py, false, err);
         }

@@ -28,3 +28,15 @@ build_mxnet_harness() {
         -L"$mxdir" -l:libmxnet.so -Wl,-rpath,"$mxdir" -lpthread >&2
     echo "$WORK/mxnet-harness"
 }
+
+# The Python package, built --release by pip (maturin), into a throwaway
+# venv (PYTHON_BENCH_VENV, default $WORK/python-venv; rebuilt each run so
+# it is this checkout's build); echoes its python.
+build_python_bench_venv() {
+    local venv="${PYTHON_BENCH_VENV:-$WORK/python-venv}"
+    echo "== building the Python package into $venv" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv" >&2
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -q "$ROOT/python" >&2
+    echo "$venv/bin/python"
+}

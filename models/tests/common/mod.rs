@@ -452,6 +452,12 @@ impl World {
         self.push_job(op, self.job(op))
     }
 
+    /// Pushes `ops` (none a clear) in one `push_batch`; their results.
+    pub fn push_batch(&self, ops: &[Op]) -> Vec<forksafe_core::Result<u64>> {
+        let specs = ops.iter().map(|op| self.spec(op, self.job(op)));
+        self.engine.push_batch(specs)
+    }
+
     /// Sorted labels of the bodies that ran.
     pub fn ran(&self) -> Vec<u32> {
         let mut r = self.oracle.ran();
@@ -752,6 +758,25 @@ pub fn push_meets_a_parking_worker(compute: usize) {
     let mut ran = w.ran();
     ran.sort_unstable();
     assert_eq!(ran, vec![1, 2], "an op was lost or ran twice");
+    w.engine.shutdown(LONG).unwrap();
+}
+
+/// The same edge met by a batch push: op 1 starts the worker, then ops 2
+/// and 3 (free vars, one ready queue) are queued in one hold of its lock
+/// while the worker finishes op 1 and goes idle; the wake-up is read after
+/// the hold. Threads: main + 1 compute.
+pub fn batch_push_meets_a_parking_worker() {
+    let w = World::new(config(1, 1, None), 3);
+    w.push(&sync(step(1, &[], &[0]), Lane::Compute)).unwrap();
+    let batch = [
+        sync(step(2, &[], &[1]), Lane::Compute),
+        sync(step(3, &[], &[2]), Lane::Compute),
+    ];
+    for pushed in w.push_batch(&batch) {
+        pushed.unwrap();
+    }
+    w.engine.wait_all().unwrap();
+    assert_eq!(w.ran(), vec![1, 2, 3], "an op was lost or ran twice");
     w.engine.shutdown(LONG).unwrap();
 }
 
