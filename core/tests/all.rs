@@ -2,6 +2,7 @@
 //! `autotests` in core/Cargo.toml).
 
 mod audit_gaps;
+mod batch;
 mod drain_global;
 mod facade_try_lock;
 mod fork_steps;

@@ -199,7 +199,7 @@ const SECTION_RUN: usize = 256;
 /// |---|---|---|---|
 /// | `section` | none → held | the first accept, and the first after a flush | I4, I5: a fork waits for the section, so the epoch a record is built in does not move under it |
 /// | `section` | held → none | a flush: the batch's end, [`SECTION_RUN`] accepts, a wait for a place under the bound, an op to run inline | H2: no wait and no body inside a section; a fork waits for a bounded run of accepts |
-/// | `ready` | ops made ready → queued | a flush, or once [`READY_RUN`] are held | I1: an op is queued only once it is on every var's queue |
+/// | `ready` | ops made ready → queued | a flush, or once [`READY_RUN`] are held (at once for a pusher that may run ops inline) | I1: an op is queued only once it is on every var's queue |
 /// | `refused` (made at the first refusal), the pusher's freed records | filled → dropped or woken | a flush, after the section | H1: no payload dropped, no thread woken, inside a section |
 /// | `inline` | none → an op → run | a dispatch that took it → the flush that follows it at once | docs/DESIGN.md "Running inline" |
 struct Admission<'a, P: Payload> {
@@ -389,7 +389,9 @@ impl<'a, P: Payload> Admission<'a, P> {
         // changes nothing another thread can see.
         if op.grant_many(granted + 1) {
             self.ready.push(op);
-            if self.ready.len() >= READY_RUN {
+            // A pusher that may run ops inline hands each ready op on at
+            // once: it gets the inline decision a single push gives it.
+            if self.ready.len() >= READY_RUN || self.pusher.may_run_inline() {
                 self.dispatch_ready();
             }
         }

@@ -47,6 +47,11 @@ impl<P> PushSide<P> {
         }
     }
 
+    /// Whether this pusher may run ops inline at all.
+    pub(crate) fn may_run_inline(&self) -> bool {
+        self.inline_from.is_some()
+    }
+
     /// Frees the records taken from the queues; outside every section
     /// (H1).
     pub(crate) fn free_handed_back(&mut self) {
