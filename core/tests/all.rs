@@ -13,6 +13,7 @@ mod op_name;
 mod participants;
 mod real_fork;
 mod real_threads;
+mod run_inline;
 mod scheduling;
 mod smoke;
 mod support;

@@ -196,6 +196,9 @@ fn fail_if_full_specs_fail_at_the_bound_and_the_others_wait() {
     assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3]);
 }
 
+/// The inner ops read a var the outer op writes, so none of them can
+/// complete while the batch goes in: the outer op holds one place, two
+/// inner ops take the others, the last two get `Full` at once.
 #[test]
 fn a_batch_from_inside_an_op_gets_full_past_the_bound() {
     let e = Arc::new(engine(Config {
@@ -203,16 +206,21 @@ fn a_batch_from_inside_an_op_gets_full_past_the_bound() {
         max_pending: Some(3),
         ..Config::default()
     }));
-    let v = e.new_var().unwrap();
+    let (held, v) = (e.new_var().unwrap(), e.new_var().unwrap());
     let out = Arc::new(Mutex::new(Vec::new()));
-    let (e2, v2, out2) = (e.clone(), v.clone(), out.clone());
-    e.push(spec(move || {
-        let guard = e2.quiesce(Duration::from_secs(5));
-        let specs = (0..4).map(|_| spec(|| Ok(())).writes(std::slice::from_ref(&v2)));
-        *out2.lock().unwrap() = e2.push_batch(specs).into_iter().map(Result::err).collect();
-        drop(guard);
-        Ok(())
-    }))
+    let (e2, held2, v2, out2) = (e.clone(), held.clone(), v.clone(), out.clone());
+    e.push(
+        spec(move || {
+            let specs = (0..4).map(|_| {
+                spec(|| Ok(()))
+                    .reads(std::slice::from_ref(&held2))
+                    .writes(std::slice::from_ref(&v2))
+            });
+            *out2.lock().unwrap() = e2.push_batch(specs).into_iter().map(Result::err).collect();
+            Ok(())
+        })
+        .writes(std::slice::from_ref(&held)),
+    )
     .unwrap();
     e.wait_all().unwrap();
     let errors = out.lock().unwrap().clone();
@@ -265,5 +273,44 @@ fn a_batch_runs_its_ops_inline_in_order() {
         here,
         (0..50).collect::<Vec<_>>(),
         "each free op ran inline, in order"
+    );
+}
+
+/// The ops of a batch keep their lanes through the runs they are queued
+/// in: host bodies run with the host lock, compute bodies without it.
+#[test]
+fn a_mixed_batch_runs_each_op_on_its_own_lane() {
+    use forksafe_core::HostBridge;
+    use forksafe_testkit::GilBridge;
+    let gil = Arc::new(GilBridge::new());
+    let config = Config {
+        compute_workers: 2,
+        host_workers: 1,
+        ..Config::default()
+    };
+    let e = CoreEngine::with_bridge(domain(), config, Box::new(gil.clone())).unwrap();
+    let wrong = Arc::new(AtomicUsize::new(0));
+    for round in 0..20 {
+        let vars: Vec<Var<Job>> = (0..40).map(|_| e.new_var().unwrap()).collect();
+        let specs = vars.iter().enumerate().map(|(i, v)| {
+            let host = (i + round) % 3 == 0;
+            let (gil, wrong) = (gil.clone(), wrong.clone());
+            let lane = if host { Lane::Host } else { Lane::Compute };
+            spec(move || {
+                if gil.holds_host_lock() != host {
+                    wrong.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
+            })
+            .writes(std::slice::from_ref(v))
+            .lane(lane)
+        });
+        all_ok(&e.push_batch(specs));
+        e.wait_all().unwrap();
+    }
+    assert_eq!(
+        wrong.load(Ordering::SeqCst),
+        0,
+        "a body ran on the other lane"
     );
 }

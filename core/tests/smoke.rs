@@ -300,6 +300,14 @@ fn bad_input_is_a_typed_error_and_loses_nothing() {
             .writes(&most[..1]),
     )
     .unwrap();
+    // A handle's var is not counted: the most vars and a handle's fit.
+    e.push(
+        OpSpec::new(job(|| Ok(())))
+            .reads(&most[1..])
+            .writes(&most[..1])
+            .handle_var(last[0].clone()),
+    )
+    .unwrap();
     assert_eq!(
         e.wait_all_timeout(Duration::ZERO).unwrap_err(),
         Error::ZeroTimeout
