@@ -406,17 +406,14 @@ impl<'a, P: Payload> Admission<'a, P> {
             return;
         }
         let shared = self.shared;
-        let taken = if self.ready.len() == 1 {
-            let op = self.ready.pop();
-            dispatch(shared, op, None, &mut self.spawns, Some(&mut self.pusher))
-        } else {
+        if self.ready.len() > 1 {
             self.ready.sort_by_key(|op| {
                 let queue = shared.ready(op.lane).queue_for(op.id());
                 (op.lane == Lane::Host, queue)
             });
-            let ops = self.ready.drain(..);
-            dispatch(shared, ops, None, &mut self.spawns, Some(&mut self.pusher))
-        };
+        }
+        let ops = self.ready.drain(..);
+        let taken = dispatch(shared, ops, None, &mut self.spawns, Some(&mut self.pusher));
         if taken.is_some() {
             self.inline = taken;
         }

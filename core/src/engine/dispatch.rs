@@ -80,6 +80,7 @@ pub(crate) fn dispatch<P: Payload>(
     mut pusher: Option<&mut PushSide<P>>,
 ) -> Option<Arc<OpCell<P>>> {
     let mut taken = None;
+    let inline_from = pusher.as_ref().and_then(|p| p.inline_from);
     let mut ops = ops.into_iter().peekable();
     while let Some(first) = ops.next() {
         let lane = first.lane;
@@ -94,7 +95,6 @@ pub(crate) fn dispatch<P: Payload>(
             let mut queue = ready.queue(index).lock();
             let mut next = Some(first);
             while let Some(op) = next.take() {
-                let inline_from = pusher.as_ref().and_then(|p| p.inline_from);
                 let from = inline_from.filter(|_| taken.is_none() && lane == Lane::Compute);
                 // Decided and counted under the queue lock, as a take is:
                 // a quiesce that paused this queue is never passed (I3).
