@@ -57,6 +57,20 @@ pub trait HostBridge: Send + Sync + 'static {
     fn interrupt_poll(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// Called on each engine worker thread as it starts, before it takes
+    /// an op. A bridge that keeps per-thread host state from one host call
+    /// to the next (CPython's thread state) marks the thread here; the
+    /// default does nothing.
+    fn worker_started(&self) {}
+
+    /// Called on each engine worker thread as the last step of its loop
+    /// (not when it unwinds), outside every engine lock and fork-gate
+    /// section; a bridge frees what [`HostBridge::worker_started`] let it
+    /// keep, and may take the host lock to do so: shutdown joins exiting
+    /// workers with the host lock released (H2). Not called for a worker
+    /// that never ran (a fork child's copies of the parent's workers).
+    fn worker_exiting(&self) {}
 }
 
 /// The bridge of an engine with no host runtime: no lock, never finalising.
@@ -129,5 +143,11 @@ impl<B: HostBridge + ?Sized> HostBridge for crate::sync::Arc<B> {
     }
     fn interrupt_poll(&self) -> Option<std::time::Duration> {
         (**self).interrupt_poll()
+    }
+    fn worker_started(&self) {
+        (**self).worker_started()
+    }
+    fn worker_exiting(&self) {
+        (**self).worker_exiting()
     }
 }

@@ -155,3 +155,64 @@ fn waiting_for_starting_threads_returns_only_once_none_is_counted() {
         .expect("no return");
     waiter.join().unwrap();
 }
+
+fn engine_with(gil: &Arc<forksafe_testkit::GilBridge>) -> CoreEngine<Job> {
+    let config = Config {
+        compute_workers: 2,
+        host_workers: 2,
+        ..Config::default()
+    };
+    CoreEngine::with_bridge(crate::support::domain(), config, Box::new(gil.clone())).unwrap()
+}
+
+/// Each worker tells the bridge it started and, by the time shutdown
+/// returns, that it is exiting: once each, so a bridge can keep host state
+/// per worker thread and free all of it.
+#[test]
+fn every_worker_tells_the_bridge_it_starts_and_exits() {
+    let gil = Arc::new(forksafe_testkit::GilBridge::new());
+    let e = engine_with(&gil);
+    for lane in [Lane::Compute, Lane::Host, Lane::Host] {
+        e.push(job(|| Ok(())).lane(lane)).unwrap();
+    }
+    e.wait_all().unwrap();
+    assert_eq!(
+        gil.worker_exits(),
+        0,
+        "no worker exits while the engine lives"
+    );
+    e.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(gil.worker_starts(), 4, "two workers per lane started");
+    assert_eq!(gil.worker_exits(), gil.worker_starts());
+}
+
+/// A shutdown called with the host lock held (from a host thread, as
+/// Python code calls it) joins workers whose exit takes the host lock:
+/// the join runs with it released (H2). Without that the join waits for
+/// a worker that waits for the lock the caller holds.
+#[test]
+fn shutdown_with_the_host_lock_held_lets_exiting_workers_take_it() {
+    let gil = Arc::new(forksafe_testkit::GilBridge::new());
+    gil.lock_on_worker_exit(true);
+    let e = engine_with(&gil);
+    e.push(job(|| Ok(())).lane(Lane::Host)).unwrap();
+    e.wait_all().unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let caller = {
+        let gil = gil.clone();
+        std::thread::spawn(move || {
+            gil.lock().acquire();
+            let r = e.shutdown(Duration::from_secs(10)).map(drop);
+            let held = gil.lock().held_by_me();
+            gil.lock().release();
+            done_tx.send((r, held)).unwrap();
+        })
+    };
+    let (r, held) = done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("shutdown never returned: an exiting worker waits for the host lock");
+    caller.join().unwrap();
+    assert_eq!(r, Ok(()));
+    assert!(held, "shutdown gives the host lock back");
+    assert_eq!(gil.worker_exits(), 4);
+}

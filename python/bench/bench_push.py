@@ -13,8 +13,9 @@ Run:  python python/bench/bench_push.py [--rounds N] [--ops N] [--pending N]
   min..max; ratios within this one run.
 * memory: ``--pending`` ops queued behind a host op that holds the one host
   worker, their futures kept; per pending op, the growth of malloc's bytes
-  in use (``mallinfo2``: the Rust side) plus that of Python's own heap
-  (``tracemalloc``), and the RSS growth beside it.
+  in use (``mallinfo2``: the Rust side) and RSS in a run without
+  tracemalloc, plus that of Python's own heap (``tracemalloc``) in a
+  second run.
 
 Prints the command, date, machine and load average.
 """
@@ -85,20 +86,22 @@ def tpe_submit(pool: cf.ThreadPoolExecutor, n: int) -> None:
     cf.wait(futs)
 
 
-def pending_memory(n: int) -> tuple[float, float, float]:
-    """Per pending op, `n` ops queued: malloc's bytes in use (the Rust
-    side), Python's heap (tracemalloc), and RSS growth (noisy: it depends
-    on what earlier frees left to reuse)."""
+def _pending_run(n: int, trace: bool) -> tuple[float, float, float]:
+    """Queues `n` ops behind a host op that holds the one host worker, their
+    futures kept; returns the growth per op of malloc's bytes in use,
+    Python's heap (0 unless `trace`) and RSS."""
     eng = forksafe.Engine(compute_workers=1, host_workers=1)
     vars_ = [eng.new_var() for _ in range(VARS)]
     fs_push(eng, vars_, VARS)
     gate = threading.Event()
     hold = eng.push(gate.wait)
-    tracemalloc.start()
+    if trace:
+        tracemalloc.start()
     rss0, heap0, (py0, _) = rss_bytes(), malloc_in_use(), tracemalloc.get_traced_memory()
     futs = [eng.push(noop, writes=[vars_[i % VARS]]) for i in range(n)]
     rss1, heap1, (py1, _) = rss_bytes(), malloc_in_use(), tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    if trace:
+        tracemalloc.stop()
     if eng.pending() < n:
         raise SystemExit(f"bench_push: only {eng.pending()} of {n} ops pending")
     gate.set()
@@ -107,6 +110,17 @@ def pending_memory(n: int) -> tuple[float, float, float]:
     assert all(f.done() for f in futs)
     eng.shutdown()
     return (heap1 - heap0) / n, (py1 - py0) / n, (rss1 - rss0) / n
+
+
+def pending_memory(n: int) -> tuple[float, float, float]:
+    """Per pending op, `n` ops queued: malloc's bytes in use (the Rust
+    side) and RSS growth (noisy: it depends on what earlier frees left to
+    reuse) from a run without tracemalloc, whose own bookkeeping is
+    malloc'd and would count as the op's; Python's heap from a second run
+    with tracemalloc on."""
+    heap, _, rss = _pending_run(n, trace=False)
+    _, py, _ = _pending_run(n, trace=True)
+    return heap, py, rss
 
 
 def main() -> None:

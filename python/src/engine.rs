@@ -298,7 +298,8 @@ impl PyEngine {
         let read_vars: Vec<Var> = reads.iter().map(|n| n.var().clone()).collect();
         let write_vars: Vec<Var> = writes.iter().map(|n| n.var().clone()).collect();
         let keep = (fn_.clone(), args.clone(), kwargs.clone(), future.clone());
-        let all_vars: Vec<Var> = read_vars.iter().chain(&write_vars).cloned().collect();
+        let all_vars: crate::future::OpVars =
+            read_vars.iter().chain(&write_vars).cloned().collect();
         let call = HostCall {
             func: HostObj::new(fn_.clone().unbind()),
             args: HostObj::new(args.into_any().unbind()),
@@ -317,7 +318,7 @@ impl PyEngine {
         };
         let mut op = self
             .engine
-            .op(settings.name.clone())
+            .op(crate::names::op_name(&settings.name))
             .reads(&read_vars.iter().collect::<Vec<_>>())
             .writes(&write_vars.iter().collect::<Vec<_>>())
             .host()
@@ -865,7 +866,11 @@ impl PyEngine {
         });
         let id = pushed.py_err(py)?;
         let _ = future.setattr("op_id", id);
-        let resolver = Resolver::new(&future, self.engine.downgrade(), vec![done.clone()]);
+        let resolver = Resolver::new(
+            &future,
+            self.engine.downgrade(),
+            smallvec::smallvec![done.clone()],
+        );
         let engine = self.engine.downgrade();
         let resolve_done = done.clone();
         let resolve = self

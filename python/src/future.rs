@@ -135,11 +135,15 @@ pub(crate) fn skipped<'py>(
 pub(crate) struct Resolver {
     future: Option<HostObj>,
     engine: WeakEngineRef,
-    vars: Vec<Var>,
+    vars: OpVars,
 }
 
+/// An op's vars, reads first: inline up to two, so most pending ops keep
+/// no allocation for them.
+pub(crate) type OpVars = smallvec::SmallVec<[Var; 2]>;
+
 impl Resolver {
-    pub(crate) fn new(future: &Bound<'_, PyAny>, engine: WeakEngineRef, vars: Vec<Var>) -> Self {
+    pub(crate) fn new(future: &Bound<'_, PyAny>, engine: WeakEngineRef, vars: OpVars) -> Self {
         Resolver {
             future: Some(HostObj::new(future.clone().unbind())),
             engine,

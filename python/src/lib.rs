@@ -18,6 +18,7 @@ mod engine_ref;
 mod errors;
 mod future;
 mod kernels;
+mod names;
 mod var;
 
 use forksafe::QuiesceGuard;

@@ -361,3 +361,24 @@ def test_waits_inside_callbacks_reuse_their_stand_ins():
     assert max(threads) - min(threads) <= 1, threads
     assert maps[-1] - maps[20] < 64, (maps[20], maps[-1])
     eng.shutdown()
+
+
+def test_every_op_keeps_its_own_name_however_many_names_there_are(eng):
+    """Names are shared between ops that have the same one; past the
+    binding's table of shared names (1024) and for long names each op keeps
+    its own copy. Seen through the name the engine reports (a wait on the
+    op's own var)."""
+    seen = {}
+
+    def cb(name):
+        try:
+            eng.wait(v)
+        except forksafe.WaitOnSelfError as e:
+            seen[name] = e.op_name
+
+    v = eng.new_var()
+    names = [f"op-{i}" for i in range(1500)] + ["op-7", "x" * 300, "x" * 300 + "y"]
+    for name in names:
+        eng.push(cb, args=(name,), writes=[v], name=name)
+    eng.wait_all()
+    assert seen == {n: n for n in names}

@@ -381,6 +381,9 @@ pub struct GilBridge {
     finalizing: AtomicBool,
     calls: AtomicUsize,
     calls_after_finalize: AtomicUsize,
+    worker_starts: AtomicUsize,
+    worker_exits: AtomicUsize,
+    lock_on_exit: AtomicBool,
 }
 
 impl GilBridge {
@@ -408,6 +411,22 @@ impl GilBridge {
     pub fn calls_after_finalize(&self) -> usize {
         self.calls_after_finalize.load(Ordering::SeqCst)
     }
+
+    /// Makes each exiting worker take and release the lock, as CPython's
+    /// bridge does to free the thread state a worker keeps.
+    pub fn lock_on_worker_exit(&self, on: bool) {
+        self.lock_on_exit.store(on, Ordering::SeqCst);
+    }
+
+    /// Workers that said they started ([`HostBridge::worker_started`]).
+    pub fn worker_starts(&self) -> usize {
+        self.worker_starts.load(Ordering::SeqCst)
+    }
+
+    /// Workers that said they are exiting ([`HostBridge::worker_exiting`]).
+    pub fn worker_exits(&self) -> usize {
+        self.worker_exits.load(Ordering::SeqCst)
+    }
 }
 
 impl HostBridge for GilBridge {
@@ -433,5 +452,17 @@ impl HostBridge for GilBridge {
 
     fn is_finalizing(&self) -> bool {
         self.finalizing.load(Ordering::SeqCst)
+    }
+
+    fn worker_started(&self) {
+        self.worker_starts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn worker_exiting(&self) {
+        if self.lock_on_exit.load(Ordering::SeqCst) && !self.finalizing.load(Ordering::SeqCst) {
+            self.lock.acquire();
+            self.lock.release();
+        }
+        self.worker_exits.fetch_add(1, Ordering::SeqCst);
     }
 }

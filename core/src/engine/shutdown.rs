@@ -147,7 +147,11 @@ fn stop<P: Payload>(this: &Arc<Shared<P>>, caller: Option<(Lane, bool)>) -> Shut
         drop(section);
         this.park(None);
     }
-    join_idle_workers(this, caller.is_some_and(|(_, inline)| !inline));
+    // With the host lock released: an exiting worker may take it
+    // (`HostBridge::worker_exiting`).
+    crate::host::released(this.bridge(), || {
+        join_idle_workers(this, caller.is_some_and(|(_, inline)| !inline))
+    });
     if let Ok(_section) = this.enter() {
         let mut ctl = this.lifecycle().lock();
         let _ = this.lifecycle().apply(&mut ctl, Event::Stopped);
@@ -162,9 +166,10 @@ fn stop<P: Payload>(this: &Arc<Shared<P>>, caller: Option<(Lane, bool)>) -> Shut
 /// half-way out: a raw fork that catches one exiting can leave the child
 /// unable to start any thread (std's thread-exit path holds a
 /// process-wide lock, FORK-SAFETY.md). The lanes are stopped, so an idle
-/// worker exits at once; a leaving worker holds no engine or host lock,
-/// so the wait is bounded by its exit and never by the host (H2). Not
-/// bounded by the deadline: it never waits for a body.
+/// worker exits at once; a leaving worker holds no engine lock and takes
+/// the host lock at most to free its host state, which the caller does
+/// not hold (H2), so the wait is bounded by its exit. Not bounded by the
+/// deadline: it never waits for a body.
 /// `from_an_op`: the caller is a worker running an op of this engine;
 /// that op counts as running but its thread is not among those to join
 /// (`core/tests/worker_exits.rs` checks that no idle worker is left

@@ -56,6 +56,7 @@ pub(crate) fn worker_main<P: Payload>(this: Arc<Shared<P>>, lane: Lane, index: u
 }
 
 fn worker_loop<P: Payload>(this: Arc<Shared<P>>, lane: Lane, index: usize) {
+    this.bridge().worker_started();
     let mut next = None;
     let home = this.ready(lane).home(index);
     let mut retired = Vec::new();
@@ -64,7 +65,12 @@ fn worker_loop<P: Payload>(this: Arc<Shared<P>>, lane: Lane, index: usize) {
             Some(op) => op,
             None => match next_ready(&this, lane, index) {
                 Some(op) => op,
-                None => return,
+                None => {
+                    // Outside every lock and section: the bridge may take
+                    // the host lock here.
+                    this.bridge().worker_exiting();
+                    return;
+                }
             },
         };
         next = execute(&this, &op, lane, index);

@@ -3,7 +3,8 @@
 //!
 //! - [`PyBridge`] takes the GIL (`Python::attach`) around each host call and
 //!   releases it (`Python::detach`) around every blocking engine wait made
-//!   by a thread that holds it (docs/DESIGN.md, H2).
+//!   by a thread that holds it (docs/DESIGN.md, H2); an engine worker keeps
+//!   one CPython thread state for its life (`thread_state.rs`).
 //! - [`HostObj`] is how Rust state owns a Python object: it is dropped
 //!   (decref'd) only by a thread that holds the GIL while the interpreter is
 //!   alive; a thread without the GIL (an engine worker, a fork child before
@@ -93,6 +94,9 @@ impl HostBridge for PyBridge {
             // `host_finalizing` themselves and never touch Python.
             return;
         }
+        // An engine worker's first call makes the thread state it keeps;
+        // `Python::attach` then takes the GIL with it.
+        crate::thread_state::keep();
         Python::attach(|_py| f());
     }
 
@@ -116,6 +120,14 @@ impl HostBridge for PyBridge {
 
     fn is_finalizing(&self) -> bool {
         host_finalizing()
+    }
+
+    fn worker_started(&self) {
+        crate::thread_state::worker_started();
+    }
+
+    fn worker_exiting(&self) {
+        crate::thread_state::worker_exiting();
     }
 }
 

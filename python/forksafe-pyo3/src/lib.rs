@@ -88,6 +88,7 @@
 mod bridge;
 mod hooks;
 mod raised;
+mod thread_state;
 #[cfg(feature = "tokio")]
 pub mod tokio_runtime;
 
