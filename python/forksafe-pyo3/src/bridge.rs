@@ -96,7 +96,7 @@ impl HostBridge for PyBridge {
         }
         // An engine worker's first call makes the thread state it keeps;
         // `Python::attach` then takes the GIL with it.
-        crate::thread_state::keep();
+        crate::thread_state::keep(gil_held());
         Python::attach(|_py| f());
     }
 
@@ -127,7 +127,7 @@ impl HostBridge for PyBridge {
     }
 
     fn worker_exiting(&self) {
-        crate::thread_state::worker_exiting();
+        crate::thread_state::worker_exiting(!host_finalizing() && !gil_held());
     }
 }
 

@@ -36,8 +36,6 @@ use std::cell::Cell;
 
 use pyo3::ffi;
 
-use crate::bridge::{gil_held, host_finalizing};
-
 #[derive(Clone, Copy)]
 enum WorkerState {
     /// Not an engine worker: keeps nothing.
@@ -62,15 +60,16 @@ pub(crate) fn worker_started() {
 }
 
 /// Before a host call: an engine worker that keeps no thread state yet
-/// makes the one it keeps. The host is not finalising (the caller checked).
-pub(crate) fn keep() {
+/// makes the one it keeps. The host is not finalising (the caller checked);
+/// `gil_held`: whether this thread holds the GIL.
+pub(crate) fn keep(gil_held: bool) {
     KEPT.with(|k| {
-        if !matches!(k.get(), WorkerState::Worker) || gil_held() {
+        if !matches!(k.get(), WorkerState::Worker) || gil_held {
             return;
         }
         // SAFETY: the interpreter is initialised (this extension runs in
         // it) and not finalising (the caller checked); this thread does
-        // not hold the GIL (checked above), so `PyGILState_Ensure` makes
+        // not hold the GIL (the caller said so), so `PyGILState_Ensure` makes
         // its thread state and takes the GIL, and `PyEval_SaveThread`
         // releases the GIL and returns that state, which stays this
         // thread's (one `PyGILState_Ensure` level still held).
@@ -82,20 +81,21 @@ pub(crate) fn keep() {
     });
 }
 
-/// As an engine worker exits: frees its kept thread state, unless the host
-/// is finalising (then it is left to the ending process).
-pub(crate) fn worker_exiting() {
+/// As an engine worker exits: frees its kept thread state if
+/// `may_call_python` (the host is not finalising and this thread does not
+/// hold the GIL); otherwise it is left to the ending process.
+pub(crate) fn worker_exiting(may_call_python: bool) {
     KEPT.with(|k| {
         let WorkerState::Kept(state) = k.get() else {
             k.set(WorkerState::Freed);
             return;
         };
-        if host_finalizing() || gil_held() {
+        if !may_call_python {
             return;
         }
         // SAFETY: `state` is this thread's own thread state, made by
         // `keep` and released by `PyEval_SaveThread`; this thread does not
-        // hold the GIL (checked above), so `PyEval_RestoreThread` takes it
+        // hold the GIL (the caller checked), so `PyEval_RestoreThread` takes it
         // with that state, and the `PyGILState_Release` of the one level
         // `keep` holds clears and frees the state and releases the GIL.
         unsafe {
