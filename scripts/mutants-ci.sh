@@ -33,7 +33,10 @@ args=()
 for f in "${FILES[@]}"; do
     args+=(--file "$f")
 done
-MUTANTS_OUT="$out" MUTANTS_PASSES=plain bash scripts/mutants-core.sh "${args[@]}" --timeout 60
+# 120 s per test run: core's unoptimised tests take about a minute on two
+# cores (the unmutated baseline too is held to it), and a mutant that hangs
+# still fails within two.
+MUTANTS_OUT="$out" MUTANTS_PASSES=plain bash scripts/mutants-core.sh "${args[@]}" --timeout 120
 
 missed="$out/plain/mutants.out/missed.txt"
 allowed=scripts/mutants-equivalent.txt
